@@ -1,0 +1,195 @@
+"""``kvproof check``: the CI gate over records and profiles."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterable
+
+import attrs
+
+from ..diagnostics import LOAD_SYNTAX, Diagnostic, InputError
+from ..models.documents import Document, load_path
+
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+@attrs.define
+class FileResult:
+    file: str
+    kind: str | None
+    status: str  # accepted | refused | bad_input | skipped
+    diagnostics: list[Diagnostic] = attrs.field(factory=list)
+
+
+def expand(paths: Iterable[str]) -> tuple[list[Path], list[FileResult]]:
+    """Files named directly, and every *.json under a named directory, sorted."""
+    files: list[Path] = []
+    problems: list[FileResult] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.json") if p.is_file()))
+        elif path.exists():
+            files.append(path)
+        else:
+            problems.append(FileResult(name, None, "bad_input", [Diagnostic(LOAD_SYNTAX, "$", "no such file or directory", name)]))
+    return files, problems
+
+
+def evaluate(paths: Iterable[str]) -> list[FileResult]:
+    """Load every document, check the loadable ones together, one result per file."""
+    files, results = expand(paths)
+    documents: list[Document] = []
+    by_file: dict[str, FileResult] = {}
+    for path in files:
+        try:
+            document = load_path(path)
+        except InputError as exc:
+            results.append(FileResult(str(path), None, "bad_input", exc.diagnostics))
+            continue
+        result = FileResult(str(path), document.kind, "skipped" if document.kind == "geometry" else "accepted")
+        results.append(result)
+        by_file[str(path)] = result
+        if document.kind != "geometry":
+            documents.append(document)
+    if documents:
+        from ..rules.check import check
+
+        for diagnostic in check(documents):
+            result = by_file.get(diagnostic.file or "")
+            if result is None:  # a bundle-level finding without a file: attach to the first document
+                result = by_file[documents[0].file]
+            result.diagnostics.append(diagnostic)
+            result.status = "refused"
+    return sorted(results, key=lambda r: r.file)
+
+
+def exit_code(results: list[FileResult]) -> int:
+    if not results or any(r.status == "bad_input" for r in results):
+        return EXIT_BAD_INPUT
+    if any(r.status == "refused" for r in results):
+        return EXIT_REFUSED
+    return EXIT_OK
+
+
+def render_text(results: list[FileResult]) -> str:
+    lines = []
+    for result in results:
+        for diagnostic in result.diagnostics:
+            lines.append(f"{result.file}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}")
+    counts = {status: sum(1 for r in results if r.status == status) for status in ("accepted", "refused", "bad_input", "skipped")}
+    if not results:
+        lines.append("no documents found")
+    lines.append(
+        f"{len(results)} document(s): {counts['accepted']} accepted, {counts['refused']} refused, "
+        f"{counts['bad_input']} bad input" + (f", {counts['skipped']} skipped (geometry: use kvproof simulate)" if counts["skipped"] else "")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def render_json(results: list[FileResult]) -> str:
+    report = {
+        "tool": "kvproof",
+        "version": _version(),
+        "exit_code": exit_code(results),
+        "documents": [
+            {
+                "file": r.file,
+                "kind": r.kind,
+                "status": r.status,
+                "diagnostics": [{"rule": d.rule, "path": d.path, "message": d.message} for d in r.diagnostics],
+            }
+            for r in results
+        ],
+    }
+    return json.dumps(report, indent=2) + "\n"
+
+
+def render_sarif(results: list[FileResult]) -> str:
+    from ..rules.registry import all_rules
+
+    rules = all_rules()
+    index = {r.id: i for i, r in enumerate(rules)}
+    descriptors = [
+        {
+            "id": r.id,
+            "name": r.body.__name__,
+            "shortDescription": {"text": r.message},
+            "fullDescription": {"text": r.doc or r.message},
+            "properties": {"source": r.source, "family": r.family},
+        }
+        for r in rules
+    ]
+    sarif_results = []
+    for result in results:
+        for d in result.diagnostics:
+            entry = {
+                "ruleId": d.rule,
+                "level": "error",
+                "message": {"text": d.message},
+                "locations": [{
+                    "physicalLocation": {"artifactLocation": {"uri": Path(result.file).as_posix()}},
+                    "logicalLocations": [{"fullyQualifiedName": d.path, "kind": "member"}],
+                }],
+            }
+            if d.rule in index:
+                entry["ruleIndex"] = index[d.rule]
+            sarif_results.append(entry)
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "kvproof", "version": _version(), "informationUri": "https://github.com/kvproof/kvproof", "rules": descriptors}},
+            "results": sarif_results,
+        }],
+    }
+    return json.dumps(sarif, indent=2) + "\n"
+
+
+def render_junit(results: list[FileResult]) -> str:
+    from xml.sax.saxutils import escape, quoteattr
+
+    failures = sum(1 for r in results if r.status == "refused")
+    errors = sum(1 for r in results if r.status == "bad_input")
+    skipped = sum(1 for r in results if r.status == "skipped")
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="kvproof check" tests="{len(results)}" failures="{failures}" errors="{errors}" skipped="{skipped}">',
+        f'  <testsuite name="kvproof check" tests="{len(results)}" failures="{failures}" errors="{errors}" skipped="{skipped}">',
+    ]
+    for r in results:
+        lines.append(f"    <testcase classname={quoteattr(r.kind or 'unknown')} name={quoteattr(r.file)}>")
+        body = escape("\n".join(f"{d.rule} {d.path}: {d.message}" for d in r.diagnostics))
+        if r.status == "refused":
+            lines.append(f"      <failure message={quoteattr(r.diagnostics[0].rule + ' ' + r.diagnostics[0].message)}>{body}</failure>")
+        elif r.status == "bad_input":
+            lines.append(f"      <error message={quoteattr(r.diagnostics[0].message)}>{body}</error>")
+        elif r.status == "skipped":
+            lines.append('      <skipped message="geometry document: use kvproof simulate"/>')
+        lines.append("    </testcase>")
+    lines += ["  </testsuite>", "</testsuites>"]
+    return "\n".join(lines) + "\n"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("kvproof")
+    except Exception:  # noqa: BLE001 - running from a source tree without metadata
+        return "0+unknown"
+
+
+RENDERERS = {"text": render_text, "json": render_json, "sarif": render_sarif, "junit": render_junit}
+
+
+def run(paths: Iterable[str], fmt: str = "text", output: str | None = None) -> int:
+    results = evaluate(paths)
+    text = RENDERERS[fmt](results)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return exit_code(results)

@@ -1,0 +1,266 @@
+"""Arithmetic and boolean helpers that run on Python values and on z3 terms alike.
+
+Python's ``and``/``or``/``not``/``if`` cannot be overloaded, so every rule body and every
+simulator formula that the solver must also reason about is written with these helpers.
+With concrete arguments they return plain ``bool``/``int``/``float`` values and never import
+z3 (the ``check`` and ``simulate`` paths stay free of z3's import cost); as soon as one
+argument is a z3 expression they return a z3 expression.
+
+Division is the one place where the two worlds disagree: z3's integer ``/`` is Euclidean
+and unconstrained at zero, Python's ``//`` floors and raises at zero.  ``div``/``mod`` pin
+both to Python's floor semantics and give division by zero a defined value (``div(a, 0) ==
+0``, ``mod(a, 0) == a``) so a rule body evaluates the same way in both worlds; rules that
+divide declare prerequisites (``after=``) that make the divisor positive.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import reduce
+from typing import Any, Iterable
+
+__all__ = [
+    "is_symbolic", "If", "And", "Or", "Not", "Implies", "div", "mod", "cdiv", "round_up",
+    "fdiv", "Sum", "Min", "Max", "gcd", "lcm", "concrete_bool", "z3",
+    "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar",
+]
+
+_z3 = None
+
+
+def z3():
+    """The z3 module, imported on first use."""
+    global _z3
+    if _z3 is None:
+        import z3 as module
+
+        _z3 = module
+    return _z3
+
+
+def is_symbolic(*values: Any) -> bool:
+    """True when any value is a z3 expression (checked without importing z3)."""
+    for value in values:
+        module = type(value).__module__
+        if module is not None and module.startswith("z3"):
+            return True
+    return False
+
+
+def _flatten(values: tuple) -> list:
+    if len(values) == 1 and not isinstance(values[0], (bool, int)) and isinstance(values[0], Iterable):
+        if not is_symbolic(values[0]):
+            return list(values[0])
+    return list(values)
+
+
+def If(condition: Any, then: Any, otherwise: Any) -> Any:
+    if is_symbolic(condition, then, otherwise):
+        z = z3()
+        then, otherwise = _coerce_pair(then, otherwise)
+        return z.If(condition, then, otherwise)
+    return then if condition else otherwise
+
+
+def _coerce_pair(a: Any, b: Any) -> tuple[Any, Any]:
+    """Promote a Python bool/int next to a z3 term so z3.If sees matching sorts."""
+    z = z3()
+    if is_symbolic(a) and not is_symbolic(b):
+        b = _lift(b, a)
+    elif is_symbolic(b) and not is_symbolic(a):
+        a = _lift(a, b)
+    elif is_symbolic(a, b) and a.sort() != b.sort():
+        if a.sort() == z.RealSort():
+            b = z.ToReal(b)
+        elif b.sort() == z.RealSort():
+            a = z.ToReal(a)
+    return a, b
+
+
+def _lift(value: Any, like: Any) -> Any:
+    z = z3()
+    if isinstance(value, bool):
+        return z.BoolVal(value)
+    if like.sort() == z.RealSort():
+        return z.RealVal(value)
+    if isinstance(value, float):
+        return z.RealVal(value)
+    return z.IntVal(value)
+
+
+def And(*values: Any) -> Any:
+    items = _flatten(values)
+    if is_symbolic(*items):
+        return z3().And(*items)
+    return all(items)
+
+
+def Or(*values: Any) -> Any:
+    items = _flatten(values)
+    if is_symbolic(*items):
+        return z3().Or(*items)
+    return any(items)
+
+
+def Not(value: Any) -> Any:
+    if is_symbolic(value):
+        return z3().Not(value)
+    return not value
+
+
+def Implies(premise: Any, conclusion: Any) -> Any:
+    if is_symbolic(premise, conclusion):
+        return z3().Implies(premise, conclusion)
+    return (not premise) or bool(conclusion)
+
+
+def div(a: Any, b: Any) -> Any:
+    """Floor division as Python's ``//``; ``div(a, 0) == 0`` in both worlds."""
+    if is_symbolic(a, b):
+        z = z3()
+        # z3's Int division is Euclidean: equal to floor division for a positive divisor.
+        if not is_symbolic(b):
+            if b == 0:
+                return z.IntVal(0)
+            return a / b if b > 0 else (-a) / (-b)
+        return z.If(b > 0, a / b, z.If(b < 0, (-a) / (-b), 0))
+    if b == 0:
+        return 0
+    return a // b
+
+
+def mod(a: Any, b: Any) -> Any:
+    """Python's ``%`` (sign of the divisor); ``mod(a, 0) == a`` in both worlds."""
+    if is_symbolic(a, b):
+        return a - b * div(a, b)
+    if b == 0:
+        return a
+    return a % b
+
+
+def cdiv(a: Any, b: Any) -> Any:
+    """vLLM's ``cdiv``: ``-(a // -b)``, the ceiling of a / b for a positive b."""
+    return -div(-a, b)
+
+
+def round_up(a: Any, multiple: Any) -> Any:
+    """vLLM's ``round_up``: the smallest multiple of ``multiple`` that is >= a."""
+    return cdiv(a, multiple) * multiple
+
+
+def fdiv(a: Any, b: Any) -> Any:
+    """True division (Python float semantics concretely, exact reals symbolically)."""
+    if is_symbolic(a, b):
+        z = z3()
+        a = z.ToReal(a) if is_symbolic(a) and a.sort() == z.IntSort() else a
+        b = z.ToReal(b) if is_symbolic(b) and b.sort() == z.IntSort() else b
+        return a / b
+    return a / b
+
+
+def Sum(*values: Any) -> Any:
+    items = _flatten(values)
+    if not items:
+        return 0
+    if is_symbolic(*items):
+        return z3().Sum(*[_lift(v, _first_symbolic(items)) if not is_symbolic(v) else v for v in items])
+    return sum(items)
+
+
+def _first_symbolic(items: list) -> Any:
+    return next(v for v in items if is_symbolic(v))
+
+
+def Min(*values: Any) -> Any:
+    items = _flatten(values)
+    if is_symbolic(*items):
+        return reduce(lambda acc, v: If(v < acc, v, acc), items[1:], items[0])
+    return min(items)
+
+
+def Max(*values: Any) -> Any:
+    items = _flatten(values)
+    if is_symbolic(*items):
+        return reduce(lambda acc, v: If(v > acc, v, acc), items[1:], items[0])
+    return max(items)
+
+
+def gcd(*values: Any) -> int:
+    """gcd of concrete values. Symbolic operands are refused: keep solver queries linear by
+    pinning such factors (block sizes, alignments) per shape."""
+    items = _flatten(values)
+    if is_symbolic(*items):
+        raise TypeError("gcd needs concrete operands; pin them per shape to keep queries linear")
+    return math.gcd(*items)
+
+
+def lcm(*values: Any) -> int:
+    """lcm of concrete values (see ``gcd``)."""
+    items = _flatten(values)
+    if is_symbolic(*items):
+        raise TypeError("lcm needs concrete operands; pin them per shape to keep queries linear")
+    return math.lcm(*items)
+
+
+def concrete_bool(value: Any) -> bool:
+    """A concrete verdict as ``bool``; a z3 term that simplifies to a constant is accepted."""
+    if is_symbolic(value):
+        z = z3()
+        simplified = z.simplify(value)
+        if z.is_true(simplified):
+            return True
+        if z.is_false(simplified):
+            return False
+        raise TypeError(f"verdict is not concrete: {value}")
+    return bool(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Optional and loosely typed model fields.
+#
+# Concretely an optional field holds a value, ``None`` (JSON null) or ``ABSENT`` (no key); a
+# ``Scalar`` evidence field holds any JSON scalar as written.  Symbolically (kvproof.solver) the
+# same fields are objects with ``present`` (Bool), ``is_int`` (Bool) and ``value`` (Int) terms.
+# Rule bodies read such fields only through these helpers so one body serves both worlds.
+
+
+def Present(value: Any) -> Any:
+    """The field holds a value (not absent, not null)."""
+    if hasattr(value, "present") and is_symbolic(value.present):
+        return value.present
+    return value is not None and type(value).__name__ != "Absent"
+
+
+def HasKey(value: Any) -> Any:
+    """The document holds the key (its value may be null)."""
+    if hasattr(value, "given") and is_symbolic(value.given):
+        return value.given
+    return type(value).__name__ != "Absent"
+
+
+def IsInt(value: Any) -> Any:
+    """The field holds an integer (a bool or a float is not one)."""
+    if hasattr(value, "is_int") and is_symbolic(value.is_int):
+        return value.is_int
+    return type(value) is int
+
+
+def ValueOf(value: Any, default: Any = 0) -> Any:
+    """The integer value of an optional or scalar field; ``default`` when it holds none."""
+    if hasattr(value, "value") and is_symbolic(getattr(value, "value")):
+        return value.value
+    if type(value) is int:
+        return value
+    return default
+
+
+def IntIs(value: Any, predicate) -> Any:
+    """The field holds an integer that satisfies ``predicate`` (a bool/float never does)."""
+    return And(IsInt(value), predicate(ValueOf(value)))
+
+
+def SameScalar(a: Any, b: Any) -> Any:
+    """Two evidence values are the same JSON value (``true`` is not ``1``, ``1.0`` is not ``1``)."""
+    if is_symbolic(*(getattr(v, attr, None) for v in (a, b) for attr in ("is_int", "value", "present"))):
+        return And(Present(a) == Present(b), IsInt(a) == IsInt(b), ValueOf(a) == ValueOf(b))
+    return type(a) is type(b) and a == b

@@ -1,0 +1,34 @@
+"""Bindings and predicates that several rule families share."""
+
+from __future__ import annotations
+
+from ..logic import Or
+from ..models.codec import ABSENT
+from .core import Instance, binding
+
+__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list"]
+
+
+def layer_list(names) -> str:
+    """How a message names the layers of a group."""
+    return ", ".join(names)
+
+
+def layer_specs_of(group) -> list:
+    """The layer specs of a worker group in layer order (empty without hybrid evidence)."""
+    specs = group.layer_specs
+    if specs is ABSENT or specs is None:
+        return []
+    return [specs[name] for name in group.layer_names if name in specs]
+
+
+def is_mamba_group(group):
+    """The group holds Mamba (incl. KDA/GDN) state: its spec or one of its layer specs is a MambaSpec."""
+    return Or(group.spec_type == "MambaSpec", *[spec.spec_type == "MambaSpec" for spec in layer_specs_of(group)])
+
+
+@binding("worker")
+def worker_groups(record):
+    """Every cache group of a worker record."""
+    for index, group in enumerate(record.cache.groups):
+        yield Instance(f"$.cache.groups[{index}]", (group,), {"layers": layer_list(group.layer_names)})

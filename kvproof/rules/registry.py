@@ -1,0 +1,40 @@
+"""The one ordered table of rules (like ruff's codes.rs): order here is evaluation order.
+
+A rule listed here must be declared in its family module and vice versa (a test checks both
+ways). An ID is never reused: a removed rule moves to ``REMOVED`` with the reason.
+"""
+
+from __future__ import annotations
+
+from . import checkpoint_counts, profile_fields  # noqa: F401 - importing declares the rules
+from .core import Rule, declared_rules
+
+__all__ = ["RULE_ORDER", "REMOVED", "all_rules", "get_rule"]
+
+RULE_ORDER: tuple[str, ...] = (
+    # CK: prefill checkpoint evidence of Mamba groups (worker records)
+    "CK001", "CK002", "CK003",
+    # PF: FPM profile fields
+    "PF001", "PF002", "PF003", "PF004", "PF005", "PF006", "PF007", "PF008", "PF009", "PF010",
+    "PF011", "PF012", "PF013", "PF014", "PF015", "PF016", "PF017", "PF018", "PF019", "PF020",
+)
+
+#: Retired IDs and why; they are never reused.
+REMOVED: dict[str, str] = {}
+
+
+def all_rules() -> list[Rule]:
+    """Every rule in evaluation order."""
+    declared = declared_rules()
+    missing = [rule_id for rule_id in RULE_ORDER if rule_id not in declared]
+    unlisted = sorted(set(declared) - set(RULE_ORDER))
+    if missing or unlisted:
+        raise RuntimeError(f"rule registry out of sync: missing {missing}, unlisted {unlisted}")
+    return [declared[rule_id] for rule_id in RULE_ORDER]
+
+
+def get_rule(rule_id: str) -> Rule:
+    for candidate in all_rules():
+        if candidate.id == rule_id:
+            return candidate
+    raise KeyError(rule_id)
