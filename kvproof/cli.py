@@ -28,14 +28,17 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
-def check(paths: tuple[str, ...], fmt: str, output: str | None) -> None:
+@click.option("--probe", multiple=True, type=click.Path(),
+              help="Records of the accepted probe; each phase checked is compared with them.")
+def check(paths: tuple[str, ...], fmt: str, output: str | None, probe: tuple[str, ...]) -> None:
     """Check runtime records and FPM profiles (files or directories of *.json).
 
-    Prints one `ID $.path: message` line per refusal; exit 0 accepted, 1 refused, 2 bad input.
+    The records of one directory are checked together as one record set. Prints one
+    `FILE: ID $.path: message` line per refusal; exit 0 accepted, 1 refused, 2 bad input.
     """
     from .commands.check import run
 
-    sys.exit(run(paths, fmt, output))
+    sys.exit(run(paths, fmt, output, probe))
 
 
 @cli.command()

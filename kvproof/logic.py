@@ -22,7 +22,7 @@ from typing import Any, Iterable
 __all__ = [
     "is_symbolic", "If", "And", "Or", "Not", "Implies", "div", "mod", "cdiv", "round_up",
     "fdiv", "Sum", "Min", "Max", "gcd", "lcm", "concrete_bool", "z3",
-    "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar",
+    "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar", "IsNumber", "RealOf", "OrDefault",
 ]
 
 _z3 = None
@@ -38,10 +38,16 @@ def z3():
     return _z3
 
 
+_PLAIN_TYPES = frozenset({int, bool, float, str, type(None), list, tuple, dict})
+
+
 def is_symbolic(*values: Any) -> bool:
     """True when any value is a z3 expression (checked without importing z3)."""
     for value in values:
-        module = type(value).__module__
+        kind = type(value)
+        if kind in _PLAIN_TYPES:
+            continue
+        module = kind.__module__
         if module is not None and module.startswith("z3"):
             return True
     return False
@@ -264,3 +270,33 @@ def SameScalar(a: Any, b: Any) -> Any:
     if is_symbolic(*(getattr(v, attr, None) for v in (a, b) for attr in ("is_int", "value", "present"))):
         return And(Present(a) == Present(b), IsInt(a) == IsInt(b), ValueOf(a) == ValueOf(b))
     return type(a) is type(b) and a == b
+
+
+def IsNumber(value: Any) -> Any:
+    """The field holds a finite int or float (a bool is not a number here)."""
+    if hasattr(value, "is_number") and is_symbolic(value.is_number):
+        return value.is_number
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def RealOf(value: Any) -> Any:
+    """The exact value of a numeric field: a ``Fraction`` concretely (0 for a non-number), a z3
+    Real symbolically, so float evidence compares exactly in both worlds."""
+    if hasattr(value, "real_value") and is_symbolic(value.real_value):
+        return value.real_value
+    if type(value) in (int, float) and math.isfinite(value):
+        from fractions import Fraction
+
+        return Fraction(value)
+    from fractions import Fraction
+
+    return Fraction(0)
+
+
+def OrDefault(value: Any, default: Any) -> Any:
+    """An optional field's value, or ``default`` when it is absent or null."""
+    if hasattr(value, "present") and is_symbolic(value.present):
+        return If(value.present, value.value, default)
+    if value is None or type(value).__name__ == "Absent":
+        return default
+    return value

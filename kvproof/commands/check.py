@@ -38,10 +38,22 @@ def expand(paths: Iterable[str]) -> tuple[list[Path], list[FileResult]]:
     return files, problems
 
 
-def evaluate(paths: Iterable[str]) -> list[FileResult]:
-    """Load every document, check the loadable ones together, one result per file."""
+def evaluate(paths: Iterable[str], probe: Iterable[str] = ()) -> list[FileResult]:
+    """Load every document, check the loadable ones together, one result per file.
+
+    ``probe`` names an accepted probe's records: phases are compared with them (PC008, PC009);
+    they are loaded strictly but not reported on themselves."""
     files, results = expand(paths)
     documents: list[Document] = []
+    probe_files, probe_problems = expand(probe)
+    results.extend(probe_problems)
+    probe_set = {p.resolve() for p in probe_files}
+    files = [p for p in files if p.resolve() not in probe_set]
+    for path in probe_files:
+        try:
+            documents.append(attrs.evolve(load_path(path), role="probe"))
+        except InputError as exc:
+            results.append(FileResult(str(path), None, "bad_input", exc.diagnostics))
     by_file: dict[str, FileResult] = {}
     for path in files:
         try:
@@ -54,13 +66,13 @@ def evaluate(paths: Iterable[str]) -> list[FileResult]:
         by_file[str(path)] = result
         if document.kind != "geometry":
             documents.append(document)
-    if documents:
+    if any(d.role != "probe" for d in documents):
         from ..rules.check import check
 
         for diagnostic in check(documents):
             result = by_file.get(diagnostic.file or "")
-            if result is None:  # a bundle-level finding without a file: attach to the first document
-                result = by_file[documents[0].file]
+            if result is None:  # a finding without a checked file: attach it to the first checked document
+                result = by_file[next(d.file for d in documents if d.role != "probe")]
             result.diagnostics.append(diagnostic)
             result.status = "refused"
     return sorted(results, key=lambda r: r.file)
@@ -185,8 +197,8 @@ def _version() -> str:
 RENDERERS = {"text": render_text, "json": render_json, "sarif": render_sarif, "junit": render_junit}
 
 
-def run(paths: Iterable[str], fmt: str = "text", output: str | None = None) -> int:
-    results = evaluate(paths)
+def run(paths: Iterable[str], fmt: str = "text", output: str | None = None, probe: Iterable[str] = ()) -> int:
+    results = evaluate(paths, probe)
     text = RENDERERS[fmt](results)
     if output:
         Path(output).write_text(text, encoding="utf-8")

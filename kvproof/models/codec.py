@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import types
 import typing
 from typing import Any, Literal, NewType, TypeVar, get_args, get_origin
 
@@ -41,7 +42,7 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Absent:
     """The type of :data:`ABSENT`: a key that the document does not hold."""
 
@@ -115,16 +116,41 @@ def parse_json(data: bytes | str, file: str | None = None) -> Any:
         text = text[1:]
     if not text.strip():
         raise InputError([_syntax("document is empty", file)])
+    # Fast path: the parser's hooks raise a flag when they meet a duplicate key, a NaN/Infinity
+    # literal or a float that overflows; only a flagged tree is walked (with paths) by _scan.
+    flagged: list[bool] = []
+
+    def object_pairs(pairs: list[tuple[str, Any]]) -> dict:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            flagged.append(True)
+            return _object_pairs(pairs)
+        return obj
+
+    def constant(literal: str) -> float:
+        flagged.append(True)
+        return _NonFinite(literal)
+
+    def number(literal: str) -> float:
+        value = float(literal)
+        if value in _INFINITIES:
+            flagged.append(True)
+        return value
+
     try:
-        tree = json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_NonFinite)
+        tree = json.loads(text, object_pairs_hook=object_pairs, parse_constant=constant, parse_float=number)
     except json.JSONDecodeError as exc:
         raise InputError([_syntax(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file)]) from None
     except RecursionError:
         raise InputError([_syntax("JSON nesting is too deep", file)]) from None
-    problems = list(_scan(tree, file))
-    if problems:
-        raise InputError(problems)
+    if flagged:
+        problems = list(_scan(tree, file))
+        if problems:
+            raise InputError(problems)
     return tree
+
+
+_INFINITIES = (math.inf, -math.inf)
 
 
 def _syntax(message: str, file: str | None) -> Diagnostic:
@@ -230,7 +256,31 @@ def _scalar(value: Any, _type: Any) -> Any:
     return value
 
 
-def _literal_hook(type_: Any):
+# Every container hook has a fast path and a detailed path.  The fast path structures without
+# collecting errors (no per-value try/except, no index bookkeeping); when it raises, the same value
+# is structured again by the detailed path, which collects every problem with its JSON path.
+# Hooks are pure, so both paths accept exactly the same values and return equal objects; the
+# detailed path alone decides the diagnostics (tests/robustness compares the two converters).
+
+
+def _fast_then_detailed(fast, detailed):
+    def hook(value: Any, t: Any) -> Any:
+        try:
+            return fast(value, t)
+        except Exception:  # noqa: BLE001 - re-run with detailed validation for the diagnostics
+            return detailed(value, t)
+
+    hook.fast = fast  # a fast parent calls the fast child directly; the outermost hook catches
+    return hook
+
+
+def _fast_hook(conv: cattrs.Converter, tp: Any):
+    """The hook of ``tp`` for use inside a fast path: its fast half when it has one."""
+    hook = conv.get_structure_hook(tp)
+    return getattr(hook, "fast", hook)
+
+
+def _literal_hook_factory(type_: Any, _conv: cattrs.Converter | None = None):
     allowed = get_args(type_)
 
     def hook(value: Any, _t: Any) -> Any:
@@ -247,22 +297,75 @@ def _jsonable(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool)) or value is None
 
 
-def _list_hook_factory(type_: Any, conv: cattrs.Converter):
-    base = cattrs.cols.list_structure_factory(type_, conv)
+def _is_optional(type_: Any) -> bool:
+    if get_origin(type_) not in (typing.Union, types.UnionType):
+        return False
+    args = get_args(type_)
+    return len(args) == 2 and type(None) in args
 
-    def hook(value: Any, t: Any) -> list:
+
+def _optional_hook_factory(type_: Any, conv: cattrs.Converter):
+    (inner,) = (arg for arg in get_args(type_) if arg is not type(None))
+    inner_hook = conv.get_structure_hook(inner)
+
+    def hook(value: Any, _t: Any) -> Any:
+        if value is None:
+            return None
+        return inner_hook(value, inner)
+
+    inner_fast = getattr(inner_hook, "fast", None)
+    if inner_fast is not None:
+        def fast(value: Any, _t: Any) -> Any:
+            if value is None:
+                return None
+            return inner_fast(value, inner)
+
+        hook.fast = fast
+    return hook
+
+
+def _list_hook_factory(type_: Any, conv: cattrs.Converter):
+    detailed_list = cattrs.cols.list_structure_factory(type_, conv)
+    args = get_args(type_)
+    elem_type = args[0] if args else Any
+
+    def detailed(value: Any, t: Any) -> list:
         if type(value) is not list:
             raise _Refusal(f"expected an array, got {_describe(value)}")
-        return base(value, t)
+        return detailed_list(value, t)
 
-    return hook
+    if not _fast(conv):
+        return detailed
+    if elem_type is int:
+        def fast(value: Any, _t: Any) -> list:
+            if type(value) is not list:
+                raise _Refusal(f"expected an array, got {_describe(value)}")
+            for item in value:
+                if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
+                    raise _Refusal("not an array of non-negative integers")
+            return list(value)
+    else:
+        handler = _fast_hook(conv, elem_type)
+
+        def fast(value: Any, _t: Any) -> list:
+            if type(value) is not list:
+                raise _Refusal(f"expected an array, got {_describe(value)}")
+            return [handler(item, elem_type) for item in value]
+
+    return _fast_then_detailed(fast, detailed)
 
 
 def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
     key_type, value_type = get_args(type_) or (str, Any)
     value_hook = conv.get_structure_hook(value_type)
+    fast_value_hook = _fast_hook(conv, value_type)
 
-    def hook(value: Any, _t: Any) -> dict:
+    def fast(value: Any, _t: Any) -> dict:
+        if not isinstance(value, dict):
+            raise _Refusal(f"expected an object, got {_describe(value)}")
+        return {key: fast_value_hook(item, value_type) for key, item in value.items()}
+
+    def detailed(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
             raise _Refusal(f"expected an object, got {_describe(value)}")
         out = {}
@@ -278,30 +381,120 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
             raise cattrs.errors.IterableValidationError("While structuring a mapping", errors, dict)
         return out
 
-    return hook
+    return _fast_then_detailed(fast, detailed) if _fast(conv) else detailed
 
 
 def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
-    base = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True)
+    detailed_fn = None
 
-    def hook(value: Any, t: Any) -> Any:
+    def detailed(value: Any, t: Any) -> Any:
+        nonlocal detailed_fn
         if not isinstance(value, dict):
             raise _Refusal(f"expected an object, got {_describe(value)}")
-        return base(value, t)
+        if detailed_fn is None:  # generated on first need: bad input is the rare case
+            detailed_fn = make_dict_structure_fn(
+                cls, conv, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True)
+        return detailed_fn(value, t)
 
-    return hook
+    if not _fast(conv):
+        return detailed
+    fast = _fast_structure_fn(cls, conv)
+    if fast is None:
+        fast_fn = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=False)
+
+        def fast(value: Any, t: Any) -> Any:
+            if not isinstance(value, dict):
+                raise _Refusal(f"expected an object, got {_describe(value)}")
+            return fast_fn(value, t)
+
+    return _fast_then_detailed(fast, detailed)
 
 
+_HOOK, _UINT, _SINT, _STR, _BOOL = range(5)
+#: Primitive hooks the fast path tests inline (the same acceptance as the hook, no call).
+_INLINE = {int: (_int, _UINT), SignedInt: (_signed_int, _SINT), str: (_str, _STR), bool: (_bool, _BOOL)}
 
-def _make_converter() -> cattrs.Converter:
-    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+
+def _fast_structure_fn(cls: type, conv: cattrs.Converter):
+    """The fast path of an attrs class: a closure over a field table, no error collection and no
+    code generation (so no compile cost at start-up).  None when the class uses an attrs feature
+    the table does not model; cattrs' own non-detailed function serves it then."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: let cattrs handle the class
+        return None
+    fields = attrs.fields(cls)
+    if any(f.kw_only or not f.init or f.converter is not None or f.validator is not None
+           or isinstance(f.default, attrs.Factory) or (f.alias is not None and f.alias != f.name)
+           for f in fields):
+        return None
+    keys = frozenset(f.name for f in fields)
+    table = []
+    for field in fields:
+        tp = hints[field.name]
+        nullable = _is_optional(tp)
+        inner = next(a for a in get_args(tp) if a is not type(None)) if nullable else tp
+        hook, kind = _INLINE.get(inner, (None, _HOOK))
+        if kind != _HOOK and conv.get_structure_hook(inner) is not hook:
+            kind = _HOOK  # someone registered another hook for this type: call it
+        hook = _fast_hook(conv, tp) if kind == _HOOK else None
+        table.append((field.name, field.default is attrs.NOTHING, kind, nullable, hook, tp, field.default))
+    max_int, min_int = MAX_SAFE_INT, -MAX_SAFE_INT
+
+    def fast(o: Any, _t: Any) -> Any:
+        if not isinstance(o, dict):
+            raise _Refusal(f"expected an object, got {_describe(o)}")
+        if not keys.issuperset(o):
+            raise _Refusal("unknown key")
+        args = []
+        for key, required, kind, nullable, hook, tp, default in table:
+            if key in o:
+                v = o[key]
+                if kind == _HOOK:
+                    v = hook(v, tp)
+                elif v is None and nullable:
+                    pass
+                elif kind == _UINT:
+                    if type(v) is not int or v < 0 or v > max_int:
+                        raise _Refusal(key)
+                elif kind == _STR:
+                    if type(v) is not str:
+                        raise _Refusal(key)
+                elif kind == _BOOL:
+                    if type(v) is not bool:
+                        raise _Refusal(key)
+                elif type(v) is not int or v > max_int or v < min_int:  # _SINT
+                    raise _Refusal(key)
+            elif required:
+                raise KeyError(key)
+            else:
+                v = default
+            args.append(v)
+        return cls(*args)
+
+    return fast
+
+
+class _Converter(cattrs.Converter):
+    #: Structure through the fast paths first (False: detailed validation only; tests compare both).
+    fast_path: bool = True
+
+
+def _fast(conv: cattrs.Converter) -> bool:
+    return getattr(conv, "fast_path", False)
+
+
+def _make_converter(fast_path: bool = True) -> cattrs.Converter:
+    conv = _Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.fast_path = fast_path
     conv.register_structure_hook(int, _int)
     conv.register_structure_hook(SignedInt, _signed_int)
     conv.register_structure_hook(float, _float)
     conv.register_structure_hook(bool, _bool)
     conv.register_structure_hook(str, _str)
     conv.register_structure_hook(Scalar, _scalar)
-    conv.register_structure_hook_func(lambda t: get_origin(t) is Literal, lambda v, t: _literal_hook(t)(v, t))
+    conv.register_structure_hook_factory(lambda t: get_origin(t) is Literal, _literal_hook_factory)
+    conv.register_structure_hook_factory(_is_optional, _optional_hook_factory)
     conv.register_structure_hook_factory(cattrs.cols.is_sequence, _list_hook_factory)
     conv.register_structure_hook_factory(cattrs.cols.is_mapping, _dict_hook_factory)
     conv.register_structure_hook_factory(attrs.has, _attrs_hook_factory)

@@ -24,6 +24,8 @@ class Document:
     kind: str
     obj: Any
     file: str | None = None
+    #: ``checked`` or ``probe`` (an accepted probe's record that phases are compared with).
+    role: str = "checked"
 
 
 def detect_kind(tree: Any) -> str | None:

@@ -136,6 +136,8 @@ class WorkerGroup:
     page_size_bytes: int
     #: ``attention`` or ``state`` (a string: the SC class table judges it).
     kind: str | None = ABSENT
+    #: plain evidence of a sliding-window group (hybrid records carry it in ``layer_specs``).
+    sliding_window: int | None = ABSENT
     #: Hybrid evidence: the spec of every layer of the group, keyed by layer name.
     layer_specs: dict[str, LayerSpec] | None = ABSENT
     state: StateEvidence | None = ABSENT
@@ -149,6 +151,8 @@ class SchedulerGroup:
     spec_type: str
     block_size_tokens: int
     page_size_bytes: int
+    #: plain evidence of a sliding-window group (hybrid records carry it in ``spec``).
+    sliding_window: int | None = ABSENT
     spec: LayerSpec | None = ABSENT
 
 
@@ -192,7 +196,8 @@ class LayerView:
 class AttentionGroup:
     kv_cache_group_id: int
     layer_names: list[str]
-    kernel_block_size: int
+    #: null when the backend uses the spec's own block (vLLM leaves it None then).
+    kernel_block_size: int | None
     kernel_block_stride: SignedInt
     backend: str | None = ABSENT
 

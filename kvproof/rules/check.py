@@ -1,11 +1,13 @@
 """The concrete checker: every applicable rule, in registry order, over loaded documents.
 
 Every failing rule instance is reported, except an instance whose prerequisites (``after``)
-failed on the same object, an enclosing object or an object inside it (no cascades).
+failed, or were themselves skipped, on the same object, an enclosing object or an object inside
+it (no cascades).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 import attrs
@@ -16,7 +18,7 @@ from ..models.documents import Document
 from .core import Rule
 from .registry import all_rules
 
-__all__ = ["Bundle", "check", "check_document", "first_refusal"]
+__all__ = ["Bundle", "bundles", "check", "check_document", "first_refusal"]
 
 
 @attrs.frozen
@@ -26,7 +28,8 @@ class Bundle:
     documents: tuple[Document, ...]
 
     def of_kind(self, kind: str) -> list[Document]:
-        return [document for document in self.documents if document.kind == kind]
+        """The checked documents of a kind (an accepted probe's records are not among them)."""
+        return [document for document in self.documents if document.kind == kind and document.role != "probe"]
 
 
 def _related(a: str, b: str) -> bool:
@@ -37,29 +40,84 @@ def _related(a: str, b: str) -> bool:
     return longer.startswith(shorter) and longer[len(shorter)] in ".["
 
 
-def _targets(rule: Rule, documents: tuple[Document, ...]) -> Iterable[tuple[str | None, object]]:
-    if "bundle" in rule.over.kinds:
-        yield None, Bundle(documents)
+def bundles(documents: tuple[Document, ...]) -> list[Bundle]:
+    """The record sets checked together: the checked documents of one directory (a probe run or a
+    phase writes one directory of records), each with every probe document."""
+    probes = tuple(d for d in documents if d.role == "probe")
+    by_directory: dict[str, list[Document]] = {}
     for document in documents:
-        if document.kind in rule.over.kinds:
+        if document.role != "probe":
+            by_directory.setdefault(str(Path(document.file).parent) if document.file else "", []).append(document)
+    return [Bundle(tuple(members) + probes) for _, members in sorted(by_directory.items())]
+
+
+def _targets(rule: Rule, documents: tuple[Document, ...], groups: list[Bundle]) -> Iterable[tuple[str | None, object]]:
+    if "bundle" in rule.over.kinds:
+        for bundle in groups:
+            yield None, bundle
+    for document in documents:
+        if document.kind in rule.over.kinds and document.role != "probe":
             yield document.file, document.obj
 
 
 def check(documents: Iterable[Document], rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
     """All diagnostics for the documents, in rule order then binding order."""
     documents = tuple(documents)
+    groups = bundles(documents)
+    twins = _twins(documents)
     failed: dict[str, list[tuple[str | None, str]]] = {}
     diagnostics: list[Diagnostic] = []
     for rule in all_rules() if rules is None else rules:
-        for file, target in _targets(rule, documents):
+        found: dict[int, list[tuple[str, Diagnostic | None]]] = {}
+        for file, target in _targets(rule, documents, groups):
+            twin = twins.get(id(target))
+            if twin is not None and id(twin[0]) in found:
+                # Same content as an earlier worker record (another TP rank): same findings.
+                for subject, diagnostic in found[id(twin[0])]:
+                    failed.setdefault(rule.id, []).append((file, subject))
+                    if diagnostic is not None:
+                        diagnostics.append(attrs.evolve(diagnostic, file=file))
+                continue
+            mine = found.setdefault(id(target), [])
             for instance in rule.over(target):
-                if _suppressed(rule, file, instance.subject, failed):
+                where = instance.file or file
+                if _suppressed(rule, where, instance.subject, failed):
+                    # Not judged: rules that depend on this one skip the same objects too.
+                    failed.setdefault(rule.id, []).append((where, instance.subject))
+                    mine.append((instance.subject, None))
                     continue
                 if concrete_bool(rule.holds(instance)):
                     continue
-                failed.setdefault(rule.id, []).append((file, instance.subject))
-                diagnostics.append(rule.diagnostic(instance, file))
+                failed.setdefault(rule.id, []).append((where, instance.subject))
+                diagnostic = rule.diagnostic(instance, where)
+                diagnostics.append(diagnostic)
+                mine.append((instance.subject, diagnostic))
     return diagnostics
+
+
+def _twins(documents: tuple[Document, ...]) -> dict[int, tuple]:
+    """Worker records that equal an earlier one but for their ranks and devices (the TP ranks of
+    one deployment), mapped to that earlier record: record-level rules judge them alike.
+
+    The rules of a worker record read neither ranks nor devices, which a test checks."""
+    twins: dict[int, tuple] = {}
+    seen: list[tuple[object, object]] = []
+    for document in documents:
+        if document.kind != "worker" or document.role == "probe":
+            continue
+        key = _rank_free(document.obj)
+        for representative, representative_key in seen:
+            if representative_key == key:
+                twins[id(document.obj)] = (representative,)
+                break
+        else:
+            seen.append((document.obj, key))
+    return twins
+
+
+def _rank_free(record) -> object:
+    storages = [attrs.evolve(storage, device=None) for storage in record.cache.storages]
+    return attrs.evolve(record, dp_rank=0, tp_rank=0, pp_rank=0, cache=attrs.evolve(record.cache, storages=storages))
 
 
 def _suppressed(rule: Rule, file: str | None, subject: str, failed: dict) -> bool:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from ..logic import Or
+from ..logic import And, Or, SameScalar
 from ..models.codec import ABSENT
 from .core import Instance, binding
 
-__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list"]
+__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list", "same_list"]
+
+
+def same_list(a, b):
+    """Two (possibly nested, possibly absent) lists hold the same values, element by element."""
+    if not isinstance(a, list) or not isinstance(b, list):
+        return SameScalar(a, b)
+    if len(a) != len(b):
+        return False
+    return And(*[same_list(x, y) for x, y in zip(a, b)])
 
 
 def layer_list(names) -> str:

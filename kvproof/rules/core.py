@@ -58,6 +58,8 @@ class Instance:
     names: dict = attrs.field(factory=dict)
     #: JSON path of the offending value; defaults to ``subject`` (+ the rule's ``field``).
     blame: str | None = None
+    #: The file the subject lives in, for bindings over a bundle of documents.
+    file: str | None = None
 
 
 @attrs.frozen

@@ -6,14 +6,39 @@ ways). An ID is never reused: a removed rule moves to ``REMOVED`` with the reaso
 
 from __future__ import annotations
 
-from . import checkpoint_counts, profile_fields  # noqa: F401 - importing declares the rules
+from . import (  # noqa: F401 - importing declares the rules
+    block_ownership,
+    checkpoint_counts,
+    prefix_caching,
+    profile_fields,
+    spec_classes,
+    startup_concurrency,
+    version_gate,
+    view_coverage,
+)
 from .core import Rule, declared_rules
 
 __all__ = ["RULE_ORDER", "REMOVED", "all_rules", "get_rule"]
 
 RULE_ORDER: tuple[str, ...] = (
+    # VG: hybrid evidence only from vLLM 0.33.0
+    "VG001",
+    # SC: spec classes, kinds, state evidence, the scheduler's copy of each group
+    "SC001", "SC002", "SC003", "SC004", "SC005", "SC006",
     # CK: prefill checkpoint evidence of Mamba groups (worker records)
     "CK001", "CK002", "CK003",
+    # PC: prefix-caching evidence, Mamba modes, resolved block sizes
+    "PC001", "PC002", "PC003", "PC004", "PC005", "PC006", "PC007",
+    # VC: kernel-block views cover the pool
+    "VC001", "VC002", "VC003", "VC004", "VC005", "VC006",
+    # BO: one backing storage, placement inside it, page ownership, view extents
+    "BO001", "BO002", "BO003", "BO004", "BO005", "BO006", "BO007", "BO008", "BO009",
+    # VC007 is the removed refusal of seed 001, expected dead given BO007-BO009
+    "VC007",
+    # SU: start-up concurrency and capacity
+    "SU001", "SU002", "SU003", "SU004",
+    # PC: phases against the accepted probe (kvproof check --probe)
+    "PC008", "PC009",
     # PF: FPM profile fields
     "PF001", "PF002", "PF003", "PF004", "PF005", "PF006", "PF007", "PF008", "PF009", "PF010",
     "PF011", "PF012", "PF013", "PF014", "PF015", "PF016", "PF017", "PF018", "PF019", "PF020",

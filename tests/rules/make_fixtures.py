@@ -17,6 +17,9 @@ HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"
 GLM_PROFILE = EXAMPLES / "glm53flash-tp4" / "profile.json"
 GLM_WORKER = EXAMPLES / "glm53flash-tp4" / "worker-dp0-tp0-pp0.json"
+GLM_SCHEDULER = EXAMPLES / "glm53flash-tp4" / "scheduler-dp0.json"
+MM_WORKER = EXAMPLES / "minimax-m27-tp4" / "worker-dp0-tp0-pp0.json"
+MM_SCHEDULER = EXAMPLES / "minimax-m27-tp4" / "scheduler-dp0.json"
 
 G = "$.resources.cache_groups"
 RM = "$.resources.runtime_memory"
@@ -125,24 +128,239 @@ def cases():
          [(state0 + ["num_prefill_checkpoint_blocks"], 0), (state0 + ["prefill_checkpoint_alignment"], None)]
          + layer_edits("num_prefill_checkpoint_blocks", 0) + layer_edits("prefill_checkpoint_alignment", None), []),
     ]
+    yield from record_cases()
+
+
+def _edited(base, edits):
+    doc = copy.deepcopy(base)
+    for path, value in edits:
+        if callable(value) and not isinstance(value, type):
+            *parents, last = path
+            target = doc
+            for key in parents:
+                target = target[key]
+            target[last] = value(target[last])
+        else:
+            _set(doc, path, value)
+    return doc
+
+
+def _write_doc(path: Path, doc) -> None:
+    compact = doc.get("kind") == "worker"
+    path.write_text(json.dumps(doc, separators=(",", ":")) + "\n" if compact else json.dumps(doc, indent=2) + "\n")
 
 
 def main() -> None:
     for rule_dir in HERE.glob("[A-Z][A-Z][0-9][0-9][0-9]"):
         shutil.rmtree(rule_dir)
     for rule, case, base, edits, expected in cases():
-        doc = copy.deepcopy(base)
-        for path, value in edits:
-            _set(doc, path, value)
         out = HERE / rule
         out.mkdir(exist_ok=True)
-        compact = base.get("kind") == "worker"
-        text = json.dumps(doc, separators=(",", ":")) + "\n" if compact else json.dumps(doc, indent=2) + "\n"
-        (out / f"{case}.json").write_text(text)
+        _write_doc(out / f"{case}.json", _edited(base, edits))
         (out / f"{case}.expected.jsonl").write_text(
             "".join(json.dumps({"rule": r, "path": p, "message": m}) + "\n" for r, p, m in expected)
         )
+    for rule, case, files, probe, expected in set_cases():
+        out = HERE / rule / case
+        out.mkdir(parents=True)
+        for name, (base, edits) in files.items():
+            _write_doc(out / name, _edited(base, edits))
+        for name, (base, edits) in probe.items():
+            (out / "probe").mkdir(exist_ok=True)
+            _write_doc(out / "probe" / name, _edited(base, edits))
+        (HERE / rule / f"{case}.expected.jsonl").write_text(
+            "".join(json.dumps({"file": f, "rule": r, "path": p, "message": m}) + "\n" for f, r, p, m in expected)
+        )
     print("fixtures written")
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Record rules: single documents (cases) and record sets with an optional accepted probe (set_cases)
+
+KDA0 = "model.layers.0.linear_attn"
+IDX3 = "model.layers.3.self_attn.indexer.k_cache"
+MLA3 = "model.layers.3.self_attn.attn"
+RING3 = "model.layers.3.self_attn.indexer.tail_cache"
+MM0 = "model.layers.0.self_attn.attn"
+
+
+def lt(name, index=None):
+    """The JSON path of a layer's view list (or one view)."""
+    path = f'$.cache.layer_tensors["{name}"]'
+    return path if index is None else f"{path}[{index}]"
+
+
+def record_cases():
+    worker = json.loads(GLM_WORKER.read_text())
+    scheduler = json.loads(GLM_SCHEDULER.read_text())
+    mm_worker = json.loads(MM_WORKER.read_text())
+    mm_scheduler = json.loads(MM_SCHEDULER.read_text())
+    gl = worker["cache"]["groups"]
+    ring_layers = gl[5]["layer_names"]
+    kda0_layers = ", ".join(gl[0]["layer_names"])
+    sched = "prefill scheduler dp0"
+    out = []
+    for version in ["0.31.0", "0.32.0", "0.33.1", "0.33.0.post1", "0.33", "0.34.0"]:
+        out.append(("VG001", f"version_{version.replace('.', '_')}", scheduler, [(["runtime", "version"], version)],
+                    [("VG001", "$.runtime.version", f"hybrid cache evidence requires vLLM 0.33.0; the record names vLLM {version}")]))
+    out += [
+        ("VG001", "worker_version_0_32_0", worker, [(["runtime", "version"], "0.32.0")],
+         [("VG001", "$.runtime.version", "hybrid cache evidence requires vLLM 0.33.0; the record names vLLM 0.32.0")]),
+        ("VG001", "good_plain_record_of_0_32_0", mm_scheduler, [(["runtime", "version"], "0.32.0")], []),
+        ("SC001", "rswa_spec", scheduler, [(["cache", "groups", 4, "spec_type"], "RSWASpec"),
+                                           (["cache", "groups", 4, "spec", "spec_type"], "RSWASpec")],
+         [("SC001", "$.cache.groups[4].spec_type", "unsupported runtime cache spec: RSWASpec"),
+          ("SC001", "$.cache.groups[4].spec.spec_type", "unsupported runtime cache spec: RSWASpec")]),
+        ("SC001", "hisparse_placement", scheduler, [(["cache", "groups", 4, "spec", "placement"], "hisparse_host")],
+         [("SC001", "$.cache.groups[4].spec.spec_type", "unsupported runtime cache spec: MLAAttentionSpec")]),
+        ("SC001", "unknown_layer_spec", worker, [(["cache", "groups", 5, "layer_specs", RING3, "spec_type"], "KpoolTailSpec")],
+         [("SC001", f'$.cache.groups[5].layer_specs["{RING3}"].spec_type', "unsupported runtime cache spec: KpoolTailSpec")]),
+        ("SC002", "attention_layer_in_ring_group", worker,
+         [(["cache", "groups", 5, "layer_specs", ring_layers[2], "spec_type"], "FullAttentionSpec")],
+         [("SC002", "$.cache.groups[5].layer_specs", f"runtime cache group mixes cache kinds: {', '.join(ring_layers)}")]),
+        ("SC003", "kda_group_called_attention", worker, [(["cache", "groups", 0, "kind"], "attention")],
+         [("SC003", "$.cache.groups[0].kind", f"runtime cache group kind contradicts its cache specs: {kda0_layers}")]),
+        ("SC003", "plain_group_called_state", mm_worker, [(["cache", "groups", 0, "kind"], "state")],
+         [("SC003", "$.cache.groups[0].kind",
+           "runtime cache group kind contradicts its cache specs: " + ", ".join(mm_worker["cache"]["groups"][0]["layer_names"]))]),
+        ("SC004", "kda_two_blocks", worker, [(["cache", "groups", 0, "state", "blocks_per_request"], 2)],
+         [("SC004", "$.cache.groups[0].state",
+           f"runtime state cache group blocks_per_request contradicts its cache spec: {kda0_layers}")]),
+        ("SC004", "ring_without_state", worker, [(["cache", "groups", 5, "state"], DELETE)],
+         [("SC004", "$.cache.groups[5].state",
+           f"runtime state cache group blocks_per_request contradicts its cache spec: {', '.join(ring_layers)}")]),
+        ("PC001", "no_evidence", scheduler, [(["prefix_caching"], DELETE)],
+         [("PC001", "$.prefix_caching", "runtime observation requires complete prefix-caching evidence")]),
+        ("PC001", "no_hash_block_key", scheduler, [(["prefix_caching", "hash_block_size"], DELETE)],
+         [("PC001", "$.prefix_caching", "runtime observation requires complete prefix-caching evidence")]),
+        ("PC002", "mode_all", scheduler, [(["cache", "mamba_cache_mode"], "all")],
+         [("PC002", "$.cache.mamba_cache_mode", "mamba cache mode must be 'none' or 'align' (vLLM 0.33.0 has no other mode)")]),
+        ("PC003", "align_without_prefix_caching", scheduler,
+         [(["resolved_config", "enable_prefix_caching"], False), (["prefix_caching", "enable_prefix_caching"], False)],
+         [("PC003", "$.resolved_config.mamba_cache_mode", "mamba cache mode 'align' requires prefix caching")]),
+        ("PC004", "zero_hash_block", scheduler, [(["prefix_caching", "hash_block_size"], 0)],
+         [("PC004", "$.prefix_caching.hash_block_size", "hash block size must be positive")]),
+        ("PC005", "unit_not_resolved", scheduler, [(["prefix_caching", "prefix_match_unit"], 16)],
+         [("PC005", "$.prefix_caching", "runtime prefix-caching evidence contradicts the resolved cache settings")]),
+        ("PC006", "hash_block_differs", scheduler, [(["prefix_caching", "hash_block_size"], 1088)],
+         [("PC006", "$.prefix_caching", "runtime prefix-caching evidence contradicts the scheduler block sizes")]),
+        ("PC007", "scheduler_block_not_lcm", scheduler,
+         [(["cache", "scheduler_block_size"], 4352), (["prefix_caching", "scheduler_block_size"], 4352)],
+         [("PC007", "$.cache.scheduler_block_size", "scheduler block sizes contradict its cache groups")]),
+        ("PC007", "single_group_prefix_match_unit", mm_scheduler,
+         [(["resolved_config", "prefix_match_unit"], 8), (["prefix_caching", "prefix_match_unit"], 8)],
+         [("PC007", "$.cache.scheduler_block_size", "scheduler block sizes contradict its cache groups")]),
+        ("PC007", "good_single_group_unit_equal_to_block", mm_scheduler,
+         [(["resolved_config", "prefix_match_unit"], 16), (["prefix_caching", "prefix_match_unit"], 16)], []),
+        ("VC001", "kernel_block_not_divisor", worker, [(["cache", "layer_tensors", IDX3, 0, "kernel_block_size_tokens"], 100)],
+         [("VC001", lt(IDX3, 0) + ".kernel_block_size_tokens", f"layer view kernel block contradicts its cache spec: {IDX3}")]),
+        ("VC002", "negative_attention_group_stride", worker, [(["cache", "attention_groups", 4, "kernel_block_stride"], -3200)],
+         [("VC002", "$.cache.attention_groups[4].kernel_block_stride",
+           "kernel block stride must not be negative: " + ", ".join(worker["cache"]["attention_groups"][4]["layer_names"]))]
+         + [("VC005", lt(name, 0), f"layer view kernel blocks contradict its attention group: {name}")
+            for name in worker["cache"]["attention_groups"][4]["layer_names"]]),
+        ("VC003", "one_kernel_block_short", worker, [(["cache", "layer_tensors", IDX3, 0, "shape", 0], 43827216)],
+         [("VC003", lt(IDX3, 0) + ".shape", "kernel tensor block coverage contradicts pool block geometry")]),
+        ("VC004", "ring_view_half_stride", worker, [(["cache", "layer_tensors", RING3, 0, "stride_bytes", 0], 6758400)],
+         [("VC004", lt(RING3, 0) + ".stride_bytes", f"layer view block stride contradicts its tensor allocation: {RING3}")]),
+        ("VC005", "ring_attention_group_kernel", worker, [(["cache", "attention_groups", 6, "kernel_block_size"], 2)],
+         [("VC005", lt(name, 0), f"layer view kernel blocks contradict its attention group: {name}") for name in ring_layers]),
+        ("VC006", "kda_ssm_shape", worker, [(["cache", "layer_tensors", KDA0, 3, "shape", 3], 64)],
+         [("VC006", lt(KDA0), f"mamba layer views contradict its state shapes: {KDA0}")]),
+        ("BO001", "tensor_size_differs", worker, [(["cache", "tensor_allocations", 0, "size"], lambda v: v - 1)],
+         [("BO001", "$.cache.tensor_allocations[0]", "KV cache tensors must share one backing allocation.")]),
+        ("BO002", "ring_layer_unallocated", worker, [(["cache", "tensor_allocations", 6, "layers"], lambda v: v[:-1])],
+         [("BO002", lt(ring_layers[-1]), f"layer placement is missing, duplicated or unknown: {ring_layers[-1]}")]),
+        ("BO003", "page_above_block_stride", mm_worker,
+         [(["cache", "tensor_allocations", 0, "block_stride"], 8192)]
+         + [(["cache", "layer_tensors", name, 0, "stride_bytes", 0], 8192) for name in mm_worker["cache"]["tensor_allocations"][0]["layers"]],
+         [("BO003", "$.cache.tensor_allocations[0].block_stride",
+           "tensor allocation page exceeds its block stride: " + ", ".join(mm_worker["cache"]["tensor_allocations"][0]["layers"]))]),
+        ("BO004", "storage_short_of_the_last_mla_page", worker,
+         [(["cache", "storages", 0, "size_bytes"], lambda v: v - 471_681)]
+         + [(["cache", "tensor_allocations", i, "size"], lambda v: v - 471_681) for i in range(7)],
+         [("BO004", "$.cache.tensor_allocations[5]",
+           "tensor allocation region exceeds its backing storage: " + ", ".join(worker["cache"]["tensor_allocations"][5]["layers"]))]),
+    ]
+    stride = 13516800 - 2048
+    ring_tensor = ", ".join(worker["cache"]["tensor_allocations"][6]["layers"])
+    out.append(("BO005", "ring_tensor_other_stride", worker,
+                [(["cache", "tensor_allocations", 6, "block_stride"], stride)]
+                + [(["cache", "layer_tensors", name, 0, "stride_bytes", 0], stride) for name in ring_layers],
+                [("BO005", f"$.cache.tensor_allocations[{i}].block_stride",
+                  "intersecting tensor allocations have different block strides: "
+                  + ", ".join(worker["cache"]["tensor_allocations"][i]["layers"]) + f" and {ring_tensor}") for i in range(6)]))
+    mm_layers = mm_worker["cache"]["tensor_allocations"][0]["layers"]
+    page = 16384
+    blocks = mm_worker["cache"]["num_blocks"]
+    out.append(("BO006", "layers_one_block_apart", mm_worker,
+                [(["cache", "tensor_allocations", 0, "layer_stride"], page * (blocks - 1))]
+                + [(["cache", "layer_tensors", name, 0, "storage_offset_bytes"], i * page * (blocks - 1)) for i, name in enumerate(mm_layers)],
+                [("BO006", "$.cache.tensor_allocations[0]",
+                  f"pages of {mm_layers[i]} and {mm_layers[i + 1]} overlap, but only the same block of different groups may share bytes")
+                 for i in range(len(mm_layers) - 1)]))
+    out += [
+        ("BO007", "ssm_dimensions_overlap", worker, [(["cache", "layer_tensors", KDA0, 3, "stride_bytes"], [13516800, 65536, 4, 512])],
+         [("BO007", lt(KDA0, 3), f"layer view dimensions overlap: {KDA0}")]),
+        ("BO008", "mla_view_past_page", worker, [(["cache", "layer_tensors", MLA3, 0, "storage_offset_bytes"], lambda v: v + 512)],
+         [("BO008", lt(MLA3, 0) + ".storage_offset_bytes", f"layer view exceeds its page: {MLA3}")]),
+        ("BO009", "conv_views_overlap", worker, [(["cache", "layer_tensors", KDA0, 1, "storage_offset_bytes"], lambda v: v - 12288)],
+         [("BO009", lt(KDA0), f"views of one layer overlap: {KDA0}")]),
+        ("SU001", "zero", scheduler, [(["cache", "kv_cache_max_concurrency"], 0)],
+         [("SU001", "$.cache.kv_cache_max_concurrency", f"{sched} lacks a positive kv_cache_max_concurrency")]),
+        ("SU001", "bool", scheduler, [(["cache", "kv_cache_max_concurrency"], True)],
+         [("SU001", "$.cache.kv_cache_max_concurrency", f"{sched} lacks a positive kv_cache_max_concurrency")]),
+        ("SU001", "negative", scheduler, [(["cache", "kv_cache_max_concurrency"], -27.67070707070707)],
+         [("SU001", "$.cache.kv_cache_max_concurrency", f"{sched} lacks a positive kv_cache_max_concurrency")]),
+        ("SU001", "missing", scheduler, [(["cache", "kv_cache_max_concurrency"], DELETE)],
+         [("SU001", "$.cache.kv_cache_max_concurrency", f"{sched} lacks a positive kv_cache_max_concurrency")]),
+        ("SU002", "concurrency_of_0_31_0", scheduler,
+         [(["cache", "kv_cache_max_concurrency"], 13697 / 491), (["cache", "kv_cache_size_tokens"], int(13697 / 491 * 1048576))],
+         [("SU002", "$.cache.kv_cache_max_concurrency",
+           f"{sched} records kv_cache_max_concurrency {13697 / 491!r}, which gives 491 blocks per request, but its cache groups reserve 495")]),
+        ("SU003", "size_tokens_off_by_one", scheduler, [(["cache", "kv_cache_size_tokens"], 29014840)],
+         [("SU003", "$.cache.kv_cache_size_tokens",
+           f"{sched} records kv_cache_size_tokens 29014840, but int(kv_cache_max_concurrency * max_model_len) is 29014839")]),
+    ]
+    return out
+
+
+def set_cases():
+    """(rule, case, {file: (base, edits)}, {probe file: (base, edits)}, expected[(file, rule, path, message)])."""
+    worker = json.loads(MM_WORKER.read_text())
+    scheduler = json.loads(MM_SCHEDULER.read_text())
+    sched = "prefill scheduler dp0"
+    names = worker["cache"]["groups"][0]["layer_names"]
+    decode = [(["phase"], "decode")]
+    return [
+        ("SC005", "scheduler_with_two_groups", {"worker.json": (worker, []),
+                                                "scheduler.json": (scheduler, [(["cache", "groups"], lambda g: g + g)])}, {},
+         [("scheduler.json", "SC005", "$.cache.groups", "worker and scheduler cache group counts disagree"),
+          ("scheduler.json", "SU002", "$.cache.kv_cache_max_concurrency",
+           f"{sched} records kv_cache_max_concurrency 397.203125, which gives 512 blocks per request, but its cache groups reserve 1024")]),
+        ("SC006", "scheduler_page_differs", {"worker.json": (worker, []),
+                                            "scheduler.json": (scheduler, [(["cache", "groups", 0, "page_size_bytes"], 32768)])}, {},
+         [("scheduler.json", "SC006", "$.cache.groups[0]",
+           f"scheduler cache group differs from the worker's first layer spec: {', '.join(names)}")]),
+        ("PC006", "worker_hash_block_differs", {"worker.json": (worker, [(["prefix_caching", "hash_block_size"], 32)]),
+                                                "scheduler.json": (scheduler, [])}, {},
+         [("worker.json", "PC006", "$.prefix_caching", "runtime prefix-caching evidence contradicts the scheduler block sizes")]),
+        ("SU004", "scheduler_has_one_more_block", {"worker.json": (worker, []), "scheduler.json": (scheduler, [
+            (["cache", "num_blocks"], 203369), (["cache", "kv_cache_max_concurrency"], 203369 / 512),
+            (["cache", "kv_cache_size_tokens"], int(203369 / 512 * 8192))])}, {},
+         [("scheduler.json", "SU004", "$.cache.num_blocks", f"{sched} and prefill worker dp0 tp0 pp0 disagree on num_blocks")]),
+        ("PC008", "probe_ran_without_prefix_caching", {"worker.json": (worker, decode), "scheduler.json": (scheduler, decode)},
+         {"worker.json": (worker, [(["prefix_caching", "enable_prefix_caching"], False)]),
+          "scheduler.json": (scheduler, [(["prefix_caching", "enable_prefix_caching"], False)])},
+         [("scheduler.json", "PC008", "$.prefix_caching", "decode: runtime prefix-caching settings differ from the accepted probe"),
+          ("worker.json", "PC008", "$.prefix_caching", "decode: runtime prefix-caching settings differ from the accepted probe")]),
+        ("PC009", "probe_page_differs", {"worker.json": (worker, decode), "scheduler.json": (scheduler, decode)},
+         {"worker.json": (worker, [(["cache", "groups", 0, "page_size_bytes"], 32768)]), "scheduler.json": (scheduler, [])},
+         [("worker.json", "PC009", "$.cache.groups", "decode: runtime cache group geometry differs from the accepted probe")]),
+        ("PC009", "good_same_as_probe", {"worker.json": (worker, decode), "scheduler.json": (scheduler, decode)},
+         {"worker.json": (worker, []), "scheduler.json": (scheduler, [])}, []),
+    ]
 
 
 if __name__ == "__main__":

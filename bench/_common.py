@@ -1,0 +1,72 @@
+"""Shared helpers of the bench scripts (timing, machine description). Not a benchmark itself."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+GLM = ROOT / "examples" / "glm53flash-tp4"
+
+if str(ROOT) not in sys.path:  # run as `python bench/<name>.py` from a source checkout
+    sys.path.insert(0, str(ROOT))
+
+
+def glm_records() -> list[Path]:
+    """The GLM-5.3-Flash TP4 record set: 4 workers and the scheduler (no profile)."""
+    files = sorted(GLM.glob("worker-*.json")) + sorted(GLM.glob("scheduler-*.json"))
+    assert len(files) == 5, files
+    return files
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def machine() -> str:
+    return (
+        f"machine: {cores()} cores (nproc), CPU {cpu_model()!r}, Python {platform.python_version()} "
+        f"({platform.python_implementation()}), {platform.system()} {platform.release()}, "
+        f"{datetime.date.today().isoformat()}"
+    )
+
+
+def interleaved(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Time every case once per round, cases alternating, so that load on a shared machine hits
+    all of them alike. Returns seconds per call, per case."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return samples
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def spread(values: list[float]) -> str:
+    """Median with the interquartile range, in milliseconds."""
+    q = statistics.quantiles(values, n=4)
+    return f"median {median_ms(values):8.2f} ms  (IQR {q[0] * 1000:.2f}-{q[2] * 1000:.2f} ms, n={len(values)})"

@@ -1,0 +1,108 @@
+"""kvproof check of the GLM-5.3-Flash TP4 record set (4 workers + scheduler) against a bare json.load.
+
+Run: python bench/bench_check.py [--rounds N] [--strict]
+
+Two measurements, each interleaved round by round with its baseline so that load on a shared
+machine hits both alike, and printed as medians and the ratio of the medians:
+
+* in process: ``kvproof.commands.check.evaluate(files)`` (strict load + every rule) against
+  ``json.load`` of the same files (open + parse, nothing else); warm, after one untimed call;
+* as a process: ``python -m kvproof check FILES`` against ``python -c "json.load each file"``
+  (both pay interpreter start-up; kvproof also pays its imports).
+
+The target (issue #8) is check / json.load <= 5 in process. --strict exits 1 when it is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+from _common import ROOT, glm_records, interleaved, machine, median_ms, spread
+
+TARGET = 5.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200, help="in-process rounds (default 200)")
+    parser.add_argument("--process-rounds", type=int, default=15, help="process rounds (default 15)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when the in-process ratio exceeds 5")
+    args = parser.parse_args()
+
+    files = glm_records()
+    names = [str(f) for f in files]
+    size = sum(f.stat().st_size for f in files)
+    print(machine())
+    print(f"input: {len(files)} GLM-5.3-Flash TP4 records ({', '.join(f.name for f in files)}), {size:,} bytes")
+    print()
+
+    # ---------------------------------------------------------------- in process
+    start = time.perf_counter()
+    from kvproof.commands.check import evaluate
+    from kvproof.models.documents import load_path
+    from kvproof.rules.check import check
+
+    imported = time.perf_counter() - start
+    start = time.perf_counter()
+    results = evaluate(names)
+    cold = time.perf_counter() - start
+    bad = [(r.file, r.status, [d.render() for d in r.diagnostics]) for r in results if r.status != "accepted"]
+    if bad:
+        print(f"the GLM records are not accepted, the benchmark would measure the wrong thing: {bad}")
+        return 1
+    documents = [load_path(f) for f in files]
+
+    def json_load() -> None:
+        for f in files:
+            with open(f, "rb") as fh:
+                json.load(fh)
+
+    samples = interleaved(
+        {
+            "json.load": json_load,
+            "evaluate": lambda: evaluate(names),
+            "load only": lambda: [load_path(f) for f in files],
+            "rules only": lambda: check(documents),
+        },
+        args.rounds,
+    )
+    base = median_ms(samples["json.load"])
+    ratio = median_ms(samples["evaluate"]) / base
+    print("in process (warm; kvproof.commands.check.evaluate vs json.load of the same files)")
+    for name, values in samples.items():
+        print(f"  {name:<11} {spread(values)}  x{median_ms(values) / base:5.2f}")
+    print(f"  first call (imports excluded: {imported * 1000:.0f} ms): evaluate {cold * 1000:.1f} ms (hook generation)")
+    print(f"  RATIO check/json.load = {ratio:.2f}  (target <= {TARGET:g}: {'met' if ratio <= TARGET else 'NOT MET'})")
+    print()
+
+    # ---------------------------------------------------------------- as a process
+    baseline_cmd = [sys.executable, "-c", "import json, sys\nfor p in sys.argv[1:]:\n    json.load(open(p, 'rb'))", *names]
+    check_cmd = [sys.executable, "-m", "kvproof", "check", *names]
+    probe = subprocess.run(check_cmd, capture_output=True, text=True, cwd=ROOT)
+    if probe.returncode != 0:
+        print(f"kvproof check exited {probe.returncode}: {probe.stdout}{probe.stderr}")
+        return 1
+
+    def run(cmd: list[str]):
+        return lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+
+    process = interleaved({"python json.load": run(baseline_cmd), "kvproof check": run(check_cmd)}, args.process_rounds)
+    pbase = median_ms(process["python json.load"])
+    pratio = median_ms(process["kvproof check"]) / pbase
+    print("as a process (interpreter start-up included in both)")
+    for name, values in process.items():
+        print(f"  {name:<16} {spread(values)}")
+    print(f"  RATIO kvproof check process / json.load process = {pratio:.2f}")
+    print(f"  kvproof check process minus json.load process = {median_ms(process['kvproof check']) - pbase:.1f} ms (imports + check)")
+    print()
+    print(f"SUMMARY in-process ratio {ratio:.2f} (evaluate {median_ms(samples['evaluate']):.2f} ms, json.load {base:.2f} ms); "
+          f"process ratio {pratio:.2f} ({median_ms(process['kvproof check']):.0f} ms vs {pbase:.0f} ms)")
+    return 1 if args.strict and ratio > TARGET else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""``kvproof simulate GEOMETRY``: vLLM 0.33.0's start-up KV cache plan for a geometry.
+
+Exit codes: 0 the plan was computed, 1 vLLM would refuse to start (its exact text is printed),
+2 bad input (diagnostics with JSON paths).  ``--format json`` prints
+:func:`kvproof.sim.simulate_document`'s result.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..diagnostics import LOAD_SYNTAX, Diagnostic, InputError
+
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+
+__all__ = ["run", "render_text"]
+
+
+def _read(path: str) -> dict[str, Any]:
+    from ..models.geometry import load_geometry
+    from ..sim.document import bad_input_document, simulate_geometry
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return bad_input_document(InputError([Diagnostic(LOAD_SYNTAX, "$", f"cannot read file: {exc.strerror}", path)]))
+    try:
+        geometry = load_geometry(data, path)
+    except InputError as error:
+        return bad_input_document(error)
+    return simulate_geometry(geometry)
+
+
+def _fmt_int(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def render_text(result: dict[str, Any], path: str = "") -> str:
+    """A readable summary of a ``simulate_document`` result."""
+    lines: list[str] = []
+    status = result["status"]
+    if status == "bad_input":
+        for d in result.get("diagnostics", []):
+            where = f"{d['file']}: " if d.get("file") else (f"{path}: " if path else "")
+            lines.append(f"{where}{d['rule']} {d['path']}: {d['message']}")
+        return "\n".join(lines) + "\n"
+    if status == "refused":
+        error = result["error"]
+        lines.append(f"vLLM 0.33.0 refuses to start ({error.get('type', 'ValueError')}):")
+        lines.append(f"  {error['message']}")
+        if error.get("source"):
+            source = error["source"]
+            lines.append(f"  ({source if source.startswith('vllm/') else 'vllm/' + source})")
+        return "\n".join(lines) + "\n"
+
+    groups = result["groups"]
+    lines.append(f"KV cache groups ({len(groups)}), layout {result.get('kv_cache_layout')}:")
+    header = f"  {'#':>3}  {'spec':<26} {'layers':>6} {'block':>8} {'page bytes':>14} {'blocks/req':>10}  first layer"
+    lines.append(header)
+    for i, group in enumerate(groups):
+        lines.append(
+            f"  {i:>3}  {group['spec']:<26} {len(group['layers']):>6} {group['block_size']:>8} "
+            f"{_fmt_int(group['page_size_bytes']):>14} {group['blocks_per_request_at_max_model_len']:>10}  "
+            f"{group['layers'][0] if group['layers'] else '-'}"
+        )
+    lines.append("")
+    lines.append("Pool:")
+    lines.append(f"  bytes per block          {_fmt_int(result['bytes_per_block'])}")
+    lines.append(f"  num_blocks               {_fmt_int(result['num_blocks'])} ({_fmt_int(result['num_usable_blocks'])} usable, "
+                 "block 0 is the null block)")
+    lines.append(f"  one max-length request   {_fmt_int(result['memory_needed_for_one_max_len_request_bytes'])} bytes")
+    lines.append(f"  tensors                  {len(result['kv_cache_tensors'])}")
+    lines.append("")
+    lines.append("Concurrency:")
+    lines.append(f"  max_model_len            {_fmt_int(result.get('max_model_len'))}")
+    lines.append(f"  blocks per request       {sum(result['per_group_blocks_per_request']):,} "
+                 f"({' + '.join(str(n) for n in result['per_group_blocks_per_request'])})")
+    lines.append(f"  max_concurrency          {result['max_concurrency']:.2f}x")
+    lines.append(f"  kv_cache_size_tokens     {_fmt_int(result['kv_cache_size_tokens'])}")
+    lines.append("")
+    lines.append("Block sizes:")
+    lines.append(f"  cache_config.block_size  {result['engine_cache_config_block_size']}")
+    lines.append(f"  scheduler / hash         {result['scheduler_block_size']} / {result['hash_block_size']}")
+    lines.append(f"  cache-hit alignment      {result['cache_hit_alignment_tokens']}")
+    alignment = result["platform_alignment"]
+    if alignment.get("mamba_block_size") is not None:
+        lines.append(f"  mamba block / padded page {alignment['mamba_block_size']} / {alignment['mamba_page_size_padded']}")
+    views = result.get("worker_views") or []
+    if views:
+        lines.append("")
+        lines.append(f"Worker views ({len(views)}):")
+        for view in views:
+            lines.append(
+                f"  {view['layer']}: shape {tuple(view['shape'])} stride {tuple(view['stride'])} {view['dtype']} "
+                f"kernel {view['kernel_block_size']} stride {view['kernel_block_stride']} table {view['kernel_block_table']}"
+            )
+    for warning in result.get("warnings", []):
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines) + "\n"
+
+
+def run(path: str, fmt: str = "text") -> int:
+    result = _read(path)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        text = render_text(result, path)
+        stream = sys.stderr if result["status"] == "bad_input" else sys.stdout
+        stream.write(text)
+    return {"ok": EXIT_OK, "refused": EXIT_REFUSED}.get(result["status"], EXIT_BAD_INPUT)

@@ -1,0 +1,601 @@
+"""The geometry document: what vLLM 0.33.0 is given at start-up.
+
+A geometry lists the KV cache spec every layer reports (vLLM class names and vLLM dataclass field
+names, ``vllm/v1/kv_cache_interface.py``) and the engine settings that change the plan.  The
+format is documented in ``docs/simulator.md`` and in the shared ``geometry-format.md``.
+
+Loading is strict (:mod:`kvproof.models.codec`): unknown keys, wrong types, a field that is not
+a field of the layer's spec class, a missing required field and duplicate layer names are all
+refused with the JSON path of the offending value.  Values are kept as written (a fraction
+``tokens_per_state`` stays the string ``"1/4"``, a dtype alias stays ``"bf16"``) so a document
+round-trips; :mod:`kvproof.sim` interprets them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from fractions import Fraction
+from typing import Any, Literal, NewType
+
+import attrs
+
+from ..diagnostics import LOAD_SCHEMA, Diagnostic, InputError
+from .codec import (
+    ABSENT,
+    MAX_SAFE_INT,
+    SignedInt,
+    _Refusal,
+    converter,
+    parse_json,
+    present,
+    structure,
+)
+
+__all__ = [
+    "MultipleOf", "Geometry", "LayerEntry", "Speculative", "PlatformAlignment", "Views",
+    "ViewBackend", "Simulate", "ExpandedLayer", "load_geometry", "expand_layers",
+    "SPEC_CLASSES", "SPEC_FIELDS", "REQUIRED_FIELDS", "DTYPE_SIZES", "DTYPE_CANONICAL",
+    "KV_QUANT_MODES", "MAMBA_TYPES", "LAYOUT_NAMES", "LAYOUT_ALIASES", "canonical_dtype",
+    "dtype_size", "parse_tokens_per_state",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Value types shared with the simulator
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleOf:
+    """vLLM's ``MultipleOf`` (``vllm/v1/attention/backend.py:51-56``): any multiple of ``base``."""
+
+    base: int
+
+    def __repr__(self) -> str:  # vLLM's repr, used in its error texts
+        return f"MultipleOf({self.base})"
+
+
+#: torch dtype names (and the aliases a geometry may use) -> canonical torch name.  ``fp8`` is
+#: ``torch.float8_e4m3fn`` (the conformance oracle's reading; same element size as vLLM's cache
+#: dtype string ``"fp8"``, which maps to ``torch.uint8``).
+DTYPE_CANONICAL: dict[str, str] = {
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16",
+    "float32": "float32",
+    "uint8": "uint8",
+    "float8_e4m3fn": "float8_e4m3fn", "fp8": "float8_e4m3fn",
+}
+#: Bytes per element of each canonical dtype (``torch.tensor([], dtype=d).element_size()``).
+DTYPE_SIZES: dict[str, int] = {
+    "bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1, "int8": 1, "float8_e4m3fn": 1,
+}
+
+#: ``KVQuantMode`` (``vllm/v1/kv_cache_interface.py:39-69``); CUSTOM aliases OCTAVE_K3V4 (12).
+KV_QUANT_MODES: dict[str, int] = {
+    "NONE": 0, "FP8_PER_TENSOR": 1, "INT8_PER_TOKEN_HEAD": 2, "FP8_PER_TOKEN_HEAD": 3,
+    "INT4_PER_TOKEN_HEAD": 4, "NVFP4": 5, "TURBOQUANT_K8V4": 6, "TURBOQUANT_4BIT_NC": 7,
+    "TURBOQUANT_K3V4_NC": 8, "TURBOQUANT_3BIT_NC": 9, "NVFP4_DS_MLA": 10, "ULTRAQUANT_4BIT": 11,
+    "OCTAVE_K3V4": 12, "OCTAVE_K3V3": 13, "OCTAVE_K3V3_COMPACT": 14, "CUSTOM": 12,
+}
+#: ``MambaAttentionBackendEnum`` members (``vllm/v1/attention/backends/registry.py:250-298``).
+MAMBA_TYPES = ("MAMBA1", "MAMBA2", "SHORT_CONV", "LINEAR", "GDN_ATTN", "CUSTOM")
+#: ``KVCacheLayout`` members (``vllm/v1/kv_cache_layout.py``) and the legacy aliases
+#: (``vllm/config/cache.py:33-41``).
+LAYOUT_NAMES = ("LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC")
+LAYOUT_ALIASES = {"NHD": "LBNHC", "HND": "LBHNC"}
+
+DTypeName = NewType("DTypeName", str)
+PositiveInt = NewType("PositiveInt", int)
+TokensPerState = NewType("TokensPerState", object)  # int (may be negative for Mamba) or "a/b"
+AlignmentValue = NewType("AlignmentValue", object)  # int or MultipleOf
+KernelBlockSize = NewType("KernelBlockSize", object)  # int or MultipleOf
+MemoryBytes = NewType("MemoryBytes", object)  # int or list[int]
+LayoutName = NewType("LayoutName", str)
+SupportedLayouts = NewType("SupportedLayouts", object)  # list[name] or list[list[name] | None]
+
+_FRACTION = re.compile(r"^\s*(-?\d+)\s*/\s*(\d+)\s*$")
+
+
+def canonical_dtype(name: str) -> str:
+    return DTYPE_CANONICAL[name]
+
+
+def dtype_size(name: str) -> int:
+    return DTYPE_SIZES[DTYPE_CANONICAL[name]]
+
+
+def parse_tokens_per_state(value: Any) -> int | Fraction:
+    """The value vLLM stores: an ``int`` or, for ``"a/b"``, ``Fraction(a, b)`` (an integral
+    fraction such as ``"4/1"`` becomes the int 4)."""
+    if isinstance(value, str):
+        match = _FRACTION.match(value)
+        assert match is not None
+        fraction = Fraction(int(match.group(1)), int(match.group(2)))
+        return int(fraction) if fraction.denominator == 1 else fraction
+    return value
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _dtype_hook(value: Any, _t: Any) -> str:
+    if type(value) is not str:
+        raise _Refusal(f"expected a dtype name, got {_describe(value)}")
+    if value not in DTYPE_CANONICAL:
+        raise _Refusal(f"unknown dtype {value!r}; expected one of {', '.join(sorted(DTYPE_CANONICAL))}")
+    return value
+
+
+def _positive_hook(value: Any, _t: Any) -> int:
+    if type(value) is not int:
+        raise _Refusal(f"expected a positive integer, got {_describe(value)}")
+    if value <= 0:
+        raise _Refusal(f"expected a positive integer, got {value}")
+    if value > MAX_SAFE_INT:
+        raise _Refusal(f"integer {value} exceeds 2**53")
+    return value
+
+
+def _tokens_per_state_hook(value: Any, _t: Any) -> Any:
+    if type(value) is int:
+        if abs(value) > MAX_SAFE_INT:
+            raise _Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        return value
+    if type(value) is str:
+        match = _FRACTION.match(value)
+        if match is None or int(match.group(2)) == 0:
+            raise _Refusal(f"expected an integer or a fraction string such as \"1/4\", got {value!r}")
+        return value
+    raise _Refusal(f"expected an integer or a fraction string such as \"1/4\", got {_describe(value)}")
+
+
+def _multiple_of(value: Any) -> MultipleOf | None:
+    if isinstance(value, dict) and set(value) == {"MultipleOf"}:
+        base = value["MultipleOf"]
+        if type(base) is int and 0 < base <= MAX_SAFE_INT:
+            return MultipleOf(base)
+    return None
+
+
+def _alignment_hook(value: Any, _t: Any) -> Any:
+    # An int <= 0 is kept: vLLM itself refuses it ("block_stride_alignment must be positive").
+    if type(value) is int:
+        if abs(value) > MAX_SAFE_INT:
+            raise _Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        return value
+    multiple = _multiple_of(value)
+    if multiple is not None:
+        return multiple
+    raise _Refusal(f"expected an integer or {{\"MultipleOf\": n}} with n > 0, got {_describe(value)}")
+
+
+def _kernel_block_size_hook(value: Any, _t: Any) -> Any:
+    if type(value) is int:
+        return _positive_hook(value, _t)
+    multiple = _multiple_of(value)
+    if multiple is not None:
+        return multiple
+    raise _Refusal(f"expected a positive integer or {{\"MultipleOf\": n}}, got {_describe(value)}")
+
+
+def _memory_hook(value: Any, _t: Any) -> Any:
+    if type(value) is int:
+        if value < 0:
+            raise _Refusal(f"expected a non-negative integer, got {value}")
+        if value > MAX_SAFE_INT:
+            raise _Refusal(f"integer {value} exceeds 2**53")
+        return value
+    if type(value) is list and value:
+        for item in value:
+            if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
+                raise _Refusal("expected a non-negative integer or a non-empty array of them")
+        return list(value)
+    raise _Refusal(f"expected a non-negative integer or a non-empty array of them, got {_describe(value)}")
+
+
+def _layout_hook(value: Any, _t: Any) -> str:
+    if type(value) is not str or (value not in LAYOUT_NAMES and value not in LAYOUT_ALIASES):
+        shown = value if type(value) is str else _describe(value)
+        raise _Refusal(f"expected a KV cache layout ({', '.join(LAYOUT_NAMES)}, NHD, HND), got {shown!r}")
+    return value
+
+
+def _supported_layouts_hook(value: Any, _t: Any) -> Any:
+    def names(items: Any) -> list[str]:
+        if type(items) is not list or not items:
+            raise _Refusal("expected a non-empty array of layout names or an array of such arrays")
+        return [_layout_hook(item, _t) for item in items]
+
+    if type(value) is not list or not value:
+        raise _Refusal("expected a non-empty array of layout names or an array of such arrays")
+    if all(type(item) is str for item in value):
+        return names(value)
+    # One declaration per backend; null = the backend declares none (any layout works).
+    return [None if item is None else names(item) for item in value]
+
+
+converter.register_structure_hook(DTypeName, _dtype_hook)
+converter.register_structure_hook(PositiveInt, _positive_hook)
+converter.register_structure_hook(TokensPerState, _tokens_per_state_hook)
+converter.register_structure_hook(AlignmentValue, _alignment_hook)
+converter.register_structure_hook(KernelBlockSize, _kernel_block_size_hook)
+converter.register_structure_hook(MemoryBytes, _memory_hook)
+converter.register_structure_hook(LayoutName, _layout_hook)
+converter.register_structure_hook(SupportedLayouts, _supported_layouts_hook)
+converter.register_unstructure_hook(MultipleOf, lambda value: {"MultipleOf": value.base})
+
+
+# --------------------------------------------------------------------------------------------
+# Spec classes and their fields (vllm/v1/kv_cache_interface.py)
+
+_KVCACHE = ("block_size", "dcp_sharded", "block_stride_alignment", "is_draft")  # 201-217
+_ATTENTION = _KVCACHE + (  # 551-577
+    "max_tp_shards", "num_kv_heads", "head_size", "dtype", "head_size_v", "kv_quant_mode",
+    "page_size_padded", "num_head_slots", "state_content_bytes", "tokens_per_state",
+)
+_FULL = _ATTENTION + ("sliding_window", "attention_chunk_size", "non_causal")  # 618-640
+_MLA = _FULL + (  # 728-742
+    "cache_dtype_str", "topk_buffer_width", "alignment", "model_version", "cache_role",
+    "is_index_group_leader", "non_causal_multi_token_decode",
+)
+_SWA = _ATTENTION + ("sliding_window", "extra_retained_tokens")  # 900-908
+_MAMBA = _KVCACHE + (  # 1093-1107
+    "shapes", "dtypes", "page_size_padded", "mamba_type", "mamba_cache_mode",
+    "num_speculative_blocks", "num_prefill_checkpoint_blocks", "prefill_checkpoint_alignment",
+    "num_heads", "tokens_per_state", "tp_replicated",
+)
+
+#: Every spec class a geometry may name, with the init fields of its vLLM dataclass.
+SPEC_FIELDS: dict[str, tuple[str, ...]] = {
+    "FullAttentionSpec": _FULL,
+    "MLAAttentionSpec": _MLA,
+    "HiddenStateCacheSpec": _MLA,
+    "RSWASpec": _FULL + ("rswa_window",),
+    "SinkFullAttentionSpec": _FULL + ("sink_len",),
+    "ChunkedLocalAttentionSpec": _ATTENTION + ("attention_chunk_size",),
+    "SlidingWindowSpec": _SWA,
+    "SlidingWindowMLASpec": _SWA + ("cache_dtype_str", "alignment", "model_version", "bounded_replay"),
+    "CircularBufferSpec": _ATTENTION,
+    "MambaSpec": _MAMBA,
+    "EncoderOnlyAttentionSpec": _ATTENTION,
+    "CrossAttentionSpec": _ATTENTION,
+}
+SPEC_CLASSES = tuple(SPEC_FIELDS)
+
+_ATTENTION_REQUIRED = ("num_kv_heads", "head_size", "dtype")
+#: Fields without a default in vLLM (``block_size`` comes from the engine settings, except for
+#: a ring, whose ``block_size`` is its capacity and not the model block size).
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    name: _ATTENTION_REQUIRED for name in SPEC_CLASSES if name != "MambaSpec"
+}
+REQUIRED_FIELDS.update({
+    "MambaSpec": ("shapes", "dtypes"),
+    "RSWASpec": _ATTENTION_REQUIRED + ("rswa_window",),
+    "ChunkedLocalAttentionSpec": _ATTENTION_REQUIRED + ("attention_chunk_size",),
+    "SlidingWindowSpec": _ATTENTION_REQUIRED + ("sliding_window",),
+    "SlidingWindowMLASpec": _ATTENTION_REQUIRED + ("sliding_window",),
+    "CircularBufferSpec": _ATTENTION_REQUIRED + ("block_size",),
+})
+
+SpecName = Literal[
+    "FullAttentionSpec", "MLAAttentionSpec", "HiddenStateCacheSpec", "RSWASpec",
+    "SinkFullAttentionSpec", "ChunkedLocalAttentionSpec", "SlidingWindowSpec",
+    "SlidingWindowMLASpec", "CircularBufferSpec", "MambaSpec", "EncoderOnlyAttentionSpec",
+    "CrossAttentionSpec",
+]
+KVQuantModeName = Literal[
+    "NONE", "FP8_PER_TENSOR", "INT8_PER_TOKEN_HEAD", "FP8_PER_TOKEN_HEAD", "INT4_PER_TOKEN_HEAD",
+    "NVFP4", "TURBOQUANT_K8V4", "TURBOQUANT_4BIT_NC", "TURBOQUANT_K3V4_NC", "TURBOQUANT_3BIT_NC",
+    "NVFP4_DS_MLA", "ULTRAQUANT_4BIT", "OCTAVE_K3V4", "OCTAVE_K3V3", "OCTAVE_K3V3_COMPACT", "CUSTOM",
+]
+MambaTypeName = Literal["MAMBA1", "MAMBA2", "SHORT_CONV", "LINEAR", "GDN_ATTN", "CUSTOM"]
+
+
+# --------------------------------------------------------------------------------------------
+# The document
+
+
+@attrs.frozen
+class LayerEntry:
+    """One entry of ``layers``: a name (``{i}`` replaced by each index), the indices it expands
+    to, the spec class and that class's own fields.  Absent fields take vLLM's defaults or the
+    engine settings (``block_size``; for ``MambaSpec`` also ``mamba_block_size``,
+    ``mamba_page_size_padded``, ``mamba_cache_mode`` and ``num_speculative_blocks``)."""
+
+    name: str
+    spec: SpecName
+    range: list[int] = ABSENT
+    indices: list[int] = ABSENT
+    index: int = ABSENT
+    # KVCacheSpec
+    block_size: PositiveInt = ABSENT
+    dcp_sharded: bool = ABSENT
+    block_stride_alignment: AlignmentValue | None = ABSENT
+    is_draft: bool = ABSENT
+    # AttentionSpec
+    max_tp_shards: PositiveInt | None = ABSENT
+    num_kv_heads: PositiveInt = ABSENT
+    head_size: int = ABSENT
+    dtype: DTypeName = ABSENT
+    head_size_v: int | None = ABSENT
+    kv_quant_mode: KVQuantModeName = ABSENT
+    page_size_padded: int | None = ABSENT
+    num_head_slots: PositiveInt | None = ABSENT
+    state_content_bytes: int | None = ABSENT
+    tokens_per_state: TokensPerState = ABSENT
+    # FullAttentionSpec / MLAAttentionSpec / SlidingWindowSpec / ...
+    sliding_window: PositiveInt | None = ABSENT
+    attention_chunk_size: PositiveInt | None = ABSENT
+    non_causal: bool = ABSENT
+    cache_dtype_str: str | None = ABSENT
+    topk_buffer_width: int | None = ABSENT
+    alignment: PositiveInt | None = ABSENT
+    model_version: str | None = ABSENT
+    cache_role: Literal["sparse", "indexer"] = ABSENT
+    is_index_group_leader: bool = ABSENT
+    non_causal_multi_token_decode: bool = ABSENT
+    rswa_window: int = ABSENT
+    sink_len: int | None = ABSENT
+    extra_retained_tokens: int = ABSENT
+    bounded_replay: bool = ABSENT
+    # MambaSpec
+    shapes: list[list[int]] = ABSENT
+    dtypes: list[DTypeName] = ABSENT
+    mamba_type: MambaTypeName = ABSENT
+    mamba_cache_mode: Literal["none", "align"] = ABSENT
+    num_speculative_blocks: int = ABSENT
+    num_prefill_checkpoint_blocks: int = ABSENT
+    prefill_checkpoint_alignment: PositiveInt | None = ABSENT
+    num_heads: int = ABSENT
+    tp_replicated: bool = ABSENT
+
+    def given_fields(self) -> dict[str, Any]:
+        """The spec fields this entry states (not the naming keys ``name/spec/range/...``)."""
+        out = {}
+        for field in attrs.fields(LayerEntry):
+            if field.name in _NAMING_KEYS:
+                continue
+            value = getattr(self, field.name)
+            if value is not ABSENT:
+                out[field.name] = value
+        return out
+
+
+_NAMING_KEYS = frozenset({"name", "spec", "range", "indices", "index"})
+
+
+SpeculativeMethod = Literal[
+    "ngram", "draft_model", "suffix", "eagle", "eagle3", "mtp", "dflash", "dspark", "extract_hidden_states",
+    "ngram_gpu",
+]
+
+
+@attrs.frozen
+class Speculative:
+    """``speculative_config``: the method and the number of speculative tokens (default 1)."""
+
+    method: SpeculativeMethod
+    num_speculative_tokens: PositiveInt = ABSENT
+    eagle_block_drop: bool = ABSENT  # False = disable_eagle_block_drop
+    multi_module_mtp: bool = ABSENT  # use_multi_module_mtp() (num_nextn_predict_layers > 1)
+
+
+@attrs.frozen
+class PlatformAlignment:
+    """Inputs of ``Platform._align_hybrid_block_size`` (``vllm/platforms/interface.py:940-1137``)."""
+
+    num_kv_heads: PositiveInt
+    head_size: PositiveInt
+    backend_kernel_block_sizes: list[KernelBlockSize]
+    model_dtype: DTypeName = ABSENT  # default bfloat16
+    use_mla: bool = ABSENT
+    cache_dtype: str = ABSENT  # cache_config.cache_dtype; "auto" = model_dtype
+    other_backend_kernel_block_sizes: list[list[KernelBlockSize]] = ABSENT
+    mamba_prefill_checkpoint_alignment: PositiveInt | None = ABSENT
+    backend_names: list[str] = ABSENT  # default geometry_backend_0, geometry_backend_1, ...
+
+
+@attrs.frozen
+class ViewBackend:
+    """The attention backend of the layers whose name contains ``match``."""
+
+    match: str
+    kernel_block_sizes: list[KernelBlockSize]
+    name: str = ABSENT
+
+
+@attrs.frozen
+class Views:
+    num_blocks: PositiveInt = ABSENT  # default 3
+    backends: list[ViewBackend] = ABSENT
+
+
+@attrs.frozen
+class Simulate:
+    """One request through the managers (accepted; not simulated yet)."""
+
+    prompt_tokens: int = ABSENT
+    decode_tokens: int = ABSENT
+    chunk_tokens: PositiveInt = ABSENT
+    prefix_hit_probe: bool = ABSENT
+
+
+@attrs.frozen
+class Geometry:
+    """A geometry document (see the module docstring)."""
+
+    layers: list[LayerEntry]
+    max_model_len: PositiveInt
+    available_memory_bytes: MemoryBytes = ABSENT  # required unless num_gpu_blocks_override is set
+    name: str = ABSENT
+    layer_order: Literal["by_index", "as_listed"] = ABSENT
+    block_size: PositiveInt = ABSENT
+    original_max_model_len: SignedInt = ABSENT  # -1 = auto-fit max_model_len
+    workers: list[list[str]] = ABSENT
+    enable_prefix_caching: bool = ABSENT
+    mamba_cache_mode: Literal["none", "align"] = ABSENT
+    mamba_block_size: PositiveInt | None = ABSENT
+    mamba_page_size_padded: PositiveInt | None = ABSENT
+    num_speculative_tokens: int = ABSENT
+    use_replayssm: bool = ABSENT
+    speculative: Speculative | None = ABSENT
+    prefix_match_unit: PositiveInt | None = ABSENT
+    num_gpu_blocks_override: PositiveInt | None = ABSENT
+    prefix_cache_retention_interval: SignedInt | None = ABSENT
+    max_num_batched_tokens: PositiveInt = ABSENT
+    async_scheduling: bool | None = ABSENT
+    max_num_seqs: PositiveInt | None = ABSENT
+    dcp: PositiveInt = ABSENT
+    tp: PositiveInt = ABSENT
+    disable_hybrid_kv_cache_manager: bool | None = ABSENT
+    kv_cache_layout: LayoutName | None = ABSENT
+    supported_kv_cache_layouts: SupportedLayouts = ABSENT
+    platform_alignment: PlatformAlignment | None = ABSENT
+    views: Views | None = ABSENT
+    simulate: Simulate | None = ABSENT
+
+
+@attrs.frozen
+class ExpandedLayer:
+    """One layer after expansion: its name, index (None when the entry has none), the entry
+    it came from and that entry's position in ``layers``."""
+
+    name: str
+    index: int | None
+    entry: LayerEntry
+    entry_position: int
+
+
+def _entry_indices(entry: LayerEntry) -> list[int | None]:
+    if present(entry.range):
+        start, end = entry.range
+        return list(range(start, end))
+    if present(entry.indices):
+        return list(entry.indices)
+    if present(entry.index):
+        return [entry.index]
+    return [None]
+
+
+def expand_layers(geometry: Geometry) -> list[ExpandedLayer]:
+    """Layers in the order vLLM registers them: ``by_index`` (the default) sorts the expanded
+    layers by index (stable, so entries sharing an index keep their listed order; an entry with
+    no index sorts after every indexed layer); ``as_listed`` keeps the document order."""
+    out = []
+    for position, entry in enumerate(geometry.layers):
+        for index in _entry_indices(entry):
+            name = entry.name if index is None else entry.name.replace("{i}", str(index))
+            out.append(ExpandedLayer(name, index, entry, position))
+    if geometry.layer_order is ABSENT or geometry.layer_order == "by_index":
+        out.sort(key=lambda layer: (layer.index is None, layer.index if layer.index is not None else 0))
+    return out
+
+
+def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnostic]:
+    problems: list[Diagnostic] = []
+
+    def add(path: str, message: str) -> None:
+        problems.append(Diagnostic(LOAD_SCHEMA, path, message, file))
+
+    for i, entry in enumerate(geometry.layers):
+        base = f"$.layers[{i}]"
+        allowed = set(SPEC_FIELDS[entry.spec])
+        given = entry.given_fields()
+        for field in given:
+            if field not in allowed:
+                add(f"{base}.{field}", f"{field!r} is not a field of {entry.spec}")
+        for field in REQUIRED_FIELDS[entry.spec]:
+            if field not in given:
+                add(f"{base}.{field}", f"required key is missing ({entry.spec} has no default for {field!r})")
+        naming = [key for key in ("range", "indices", "index") if present(getattr(entry, key))]
+        if len(naming) > 1:
+            add(f"{base}.{naming[1]}", f"give only one of range, indices, index (got {', '.join(naming)})")
+        if present(entry.range):
+            if len(entry.range) != 2 or entry.range[0] > entry.range[1]:
+                add(f"{base}.range", "expected [start, stop) with start <= stop")
+        if naming and "{i}" not in entry.name:
+            count = len(_entry_indices(entry)) if not (present(entry.range) and len(entry.range) != 2) else 0
+            if count > 1:
+                add(f"{base}.name", "a name expanded over several indices must contain {i}")
+        if not naming and "{i}" in entry.name:
+            add(f"{base}.name", "the name contains {i} but the entry gives no range, indices or index")
+        if present(entry.tokens_per_state):
+            value = entry.tokens_per_state
+            if entry.spec == "MambaSpec" and type(value) is not int:
+                add(f"{base}.tokens_per_state", "MambaSpec.tokens_per_state is an integer")
+        if present(entry.shapes):
+            if not entry.shapes:
+                add(f"{base}.shapes", "expected at least one state shape")
+            if present(entry.dtypes) and len(entry.dtypes) != len(entry.shapes):
+                add(f"{base}.dtypes", f"expected one dtype per shape ({len(entry.shapes)}), got {len(entry.dtypes)}")
+    if problems:
+        return problems
+    layers = expand_layers(geometry)
+    seen: dict[str, int] = {}
+    for layer in layers:
+        if layer.name in seen:
+            add(f"$.layers[{layer.entry_position}].name", f"duplicate layer name {layer.name!r}")
+        seen[layer.name] = layer.entry_position
+    if present(geometry.workers):
+        named = set(seen)
+        assigned: dict[str, int] = {}
+        if not geometry.workers:
+            add("$.workers", "expected at least one worker")
+        for w, worker_layers in enumerate(geometry.workers):
+            for j, name in enumerate(worker_layers):
+                if name not in named:
+                    add(f"$.workers[{w}][{j}]", f"unknown layer {name!r}")
+                elif name in assigned:
+                    add(f"$.workers[{w}][{j}]", f"layer {name!r} is on two workers")
+                assigned.setdefault(name, w)
+        missing = [name for name in seen if name not in assigned]
+        if missing:
+            add("$.workers", f"layers assigned to no worker: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        if isinstance(geometry.available_memory_bytes, list) and len(geometry.available_memory_bytes) != len(
+            geometry.workers
+        ):
+            add("$.available_memory_bytes",
+                f"expected one value per worker ({len(geometry.workers)}), got {len(geometry.available_memory_bytes)}")
+    elif isinstance(geometry.available_memory_bytes, list) and len(geometry.available_memory_bytes) != 1:
+        add("$.available_memory_bytes",
+            "a list gives one value per worker; without \"workers\" there is one worker")
+    if not present(geometry.available_memory_bytes) and not present(geometry.num_gpu_blocks_override):
+        add("$.available_memory_bytes", "required key is missing (optional only with num_gpu_blocks_override)")
+    if present(geometry.kv_cache_layout) and present(geometry.supported_kv_cache_layouts):
+        add("$.supported_kv_cache_layouts", "give kv_cache_layout or supported_kv_cache_layouts, not both")
+    if present(geometry.original_max_model_len) and geometry.original_max_model_len not in (-1,) and (
+        geometry.original_max_model_len <= 0
+    ):
+        add("$.original_max_model_len", "expected -1 (auto-fit) or a positive integer")
+    if present(geometry.views) and present(geometry.views.backends):
+        for b, backend in enumerate(geometry.views.backends):
+            if not backend.kernel_block_sizes:
+                add(f"$.views.backends[{b}].kernel_block_sizes", "expected at least one kernel block size")
+    if present(geometry.platform_alignment) and not geometry.platform_alignment.backend_kernel_block_sizes:
+        add("$.platform_alignment.backend_kernel_block_sizes", "expected at least one kernel block size")
+    return problems
+
+
+def load_geometry(data: bytes | str | dict, file: str | None = None) -> Geometry:
+    """Load a geometry strictly; raise :class:`kvproof.diagnostics.InputError` on bad input."""
+    tree = data if isinstance(data, dict) else parse_json(data, file)
+    geometry = structure(tree, Geometry, file)
+    problems = _semantic_diagnostics(geometry, file)
+    if problems:
+        raise InputError(sorted(set(problems), key=lambda d: (d.path, d.message)))
+    return geometry

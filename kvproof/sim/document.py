@@ -1,0 +1,123 @@
+"""``simulate_document``: the JSON that ``kvproof simulate --format json`` prints.
+
+The keys are the public contract of ``geometry-format.md`` ("Output of kvproof simulate");
+the conformance suite compares them key by key with what vLLM 0.33.0 itself computes.  Keys
+beyond the contract follow the documented ones (``max_model_len``, ``layout``, ``workers``,
+``warnings``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..diagnostics import InputError
+from ..models.geometry import Geometry, load_geometry
+from .plan import Plan, plan
+from .refusals import Refusal
+
+__all__ = ["simulate_document", "simulate_geometry", "plan_to_document", "bad_input_document", "refusal_document"]
+
+
+def _group(group) -> dict[str, Any]:
+    return {
+        "layers": list(group.layer_names),
+        "spec": group.spec_class,
+        "block_size": group.block_size,
+        "page_size_bytes": group.page_size_bytes,
+        "blocks_per_request_at_max_model_len": group.blocks_per_request,
+        "is_eagle_group": group.is_eagle_group,
+    }
+
+
+def _tensor(tensor) -> dict[str, Any]:
+    return {
+        "size": tensor.size,
+        "layers": list(tensor.layers),
+        "offset": tensor.offset,
+        "block_stride": tensor.block_stride,
+        "layer_stride": tensor.layer_stride,
+    }
+
+
+def plan_to_document(result: Plan, with_views: bool | None = None) -> dict[str, Any]:
+    """The JSON of a plan.  ``platform_alignment`` is null unless the geometry asks for the
+    platform's block-size alignment; ``worker_views`` is present when the geometry has ``views``."""
+    settings = result.settings
+    alignment = None
+    if result.platform_alignment is not None:
+        alignment = {
+            "block_size": result.platform_alignment.block_size,
+            "mamba_block_size": result.platform_alignment.mamba_block_size,
+            "mamba_page_size_padded": result.platform_alignment.mamba_page_size_padded,
+        }
+    doc: dict[str, Any] = {
+        "status": "ok",
+        "groups": [_group(group) for group in result.groups],
+        "bytes_per_block": result.bytes_per_block,
+        "memory_needed_for_one_max_len_request_bytes": result.memory_needed_bytes,
+        "num_blocks": result.num_blocks,
+        "num_usable_blocks": result.num_usable_blocks,
+        "kv_cache_tensors": [_tensor(tensor) for tensor in result.tensors],
+        "max_concurrency": result.max_concurrency,
+        "kv_cache_size_tokens": result.kv_cache_size_tokens,
+        "per_group_blocks_per_request": list(result.per_group_blocks_per_request),
+        "engine_cache_config_block_size": result.engine_cache_config_block_size,
+        "scheduler_block_size": result.scheduler_block_size,
+        "hash_block_size": result.hash_block_size,
+        "cache_hit_alignment_tokens": result.cache_hit_alignment_tokens,
+        "platform_alignment": alignment,
+        # beyond the documented keys (the conformance oracle reports the same ones)
+        "kv_cache_layout": result.layout,
+        "mamba_cache_mode": settings.mamba_cache_mode if settings.has_mamba else None,
+        "enable_prefix_caching": settings.enable_prefix_caching,
+        "max_in_flight_tokens": settings.max_in_flight_tokens,
+        "kv_tp_replicas": result.workers[0].kv_tp_replicas,
+        "workers": [
+            {
+                "layers": list(worker.layer_names),
+                "available_memory_bytes": worker.available_memory_bytes,
+                "bytes_per_block": worker.bytes_per_block,
+                "memory_needed_for_one_max_len_request_bytes": worker.memory_needed_bytes,
+                "num_blocks": worker.num_blocks,
+                "kv_tp_replicas": worker.kv_tp_replicas,
+            }
+            for worker in result.workers
+        ],
+        "max_model_len": result.max_model_len,
+        "warnings": list(result.warnings),
+    }
+    if with_views if with_views is not None else result.has_views:
+        doc["worker_views"] = [view.to_json() for view in result.views]
+    return doc
+
+
+def refusal_document(refusal: Refusal) -> dict[str, Any]:
+    error: dict[str, Any] = {"message": refusal.message, "type": refusal.kind}
+    if refusal.source:
+        error["source"] = refusal.source
+    return {"status": "refused", "error": error}
+
+
+def bad_input_document(error: InputError) -> dict[str, Any]:
+    diagnostics = [d.to_json() for d in error.diagnostics]
+    return {
+        "status": "bad_input",
+        "error": {"message": "; ".join(f"{d['path']}: {d['message']}" for d in diagnostics)},
+        "diagnostics": diagnostics,
+    }
+
+
+def simulate_geometry(geometry: Geometry) -> dict[str, Any]:
+    try:
+        return plan_to_document(plan(geometry))
+    except Refusal as refusal:
+        return refusal_document(refusal)
+
+
+def simulate_document(doc: dict | str | bytes, file: str | None = None) -> dict[str, Any]:
+    """Load a geometry (a parsed JSON object, or its text) and simulate vLLM's start-up plan."""
+    try:
+        geometry = load_geometry(doc, file)
+    except InputError as error:
+        return bad_input_document(error)
+    return simulate_geometry(geometry)

@@ -1,0 +1,209 @@
+"""Engine settings resolved from a geometry, and the layer specs each worker reports.
+
+This is the part of ``VllmConfig`` construction and model construction that shapes the KV cache
+plan: defaults of ``CacheConfig``/``SchedulerConfig``, the Mamba mode and block size
+(``model_executor/models/config.py:750-787``), ``--mamba-block-size`` validation
+(``config/vllm.py:3441-3452``), async scheduling and in-flight tokens (``config/vllm.py:587-609,
+1640-1722``), speculative lookahead (``config/vllm.py:655-692``), the HMA default
+(``config/vllm.py:2223-2294``) and ``MambaBase.get_kv_cache_spec``
+(``model_executor/layers/mamba/abstract.py:72-91``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ..models.geometry import (
+    KV_QUANT_MODES,
+    ExpandedLayer,
+    Geometry,
+    canonical_dtype,
+    expand_layers,
+    parse_tokens_per_state,
+    present,
+)
+from .demand import max_in_flight_tokens
+from .refusals import VllmValueError
+from .specs import SPEC_TYPES, KVCacheSpec, MambaSpec
+
+__all__ = ["EngineSettings", "resolve_settings", "build_layer_spec", "EAGLE_METHODS", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
+
+#: ``SpeculativeConfig.use_eagle()`` (config/speculative.py:2116-2120) after MTP names are
+#: normalised to "mtp".
+EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+#: Methods the V1 runner runs with async scheduling (config/vllm.py:1651-1661).
+_ASYNC_COMPATIBLE = ("eagle", "eagle3", "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "draft_model", "dspark")
+#: Methods the V2 model runner (the GPU default) does not support (config/vllm.py:3066-3068).
+_V2_UNSUPPORTED = ("suffix", "custom_class")
+#: ``max_num_batched_tokens`` when a geometry leaves it out (EngineArgs' default for a GPU
+#: server; the worked examples use it).
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+
+
+def _method(name: str) -> str:
+    return "mtp" if name == "mtp" or name.endswith("_mtp") else name
+
+
+@attrs.frozen
+class EngineSettings:
+    """The resolved engine configuration the plan reads (vLLM attribute names)."""
+
+    block_size: int  # cache_config.block_size before the engine writes it back
+    user_block_size: int
+    max_model_len: int
+    original_max_model_len: int
+    enable_prefix_caching: bool  # after non-causal layers disabled it
+    requested_prefix_caching: bool
+    mamba_cache_mode: str
+    mamba_block_size: int | None
+    mamba_page_size_padded: int | None
+    has_mamba: bool
+    num_speculative_tokens: int
+    num_speculative_blocks: int  # MambaSpec default: 0 with use_replayssm
+    speculative_method: str | None
+    use_eagle: bool
+    use_eagle_block_drop: bool
+    num_prefill_lookahead_tokens: int
+    num_hash_lookahead_tokens: int
+    max_num_batched_tokens: int
+    async_scheduling: bool
+    v2_model_runner: bool
+    pipeline_parallel_size: int
+    max_in_flight_tokens: int
+    max_num_encoder_input_tokens: int
+    dcp: int
+    tp: int
+    disable_hybrid_kv_cache_manager: bool
+    prefix_match_unit: int | None
+    num_gpu_blocks_override: int | None
+    prefix_cache_retention_interval: int | None
+    kv_connector: bool = False
+
+
+def _pipeline_parallel_size(geometry: Geometry) -> int:
+    """Each worker of ``workers`` is a pipeline stage (the loader refuses a layer on two)."""
+    return len(geometry.workers) if present(geometry.workers) else 1
+
+
+def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = None) -> EngineSettings:
+    """Engine settings before platform alignment and before planning."""
+    layers = layers if layers is not None else expand_layers(geometry)
+    block_size = geometry.block_size if present(geometry.block_size) else 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+    max_model_len = geometry.max_model_len
+    original = geometry.original_max_model_len if present(geometry.original_max_model_len) else max_model_len
+    pc = geometry.enable_prefix_caching if present(geometry.enable_prefix_caching) else True
+    has_mamba = any(layer.entry.spec == "MambaSpec" for layer in layers)
+
+    mamba_block_size = geometry.mamba_block_size if present(geometry.mamba_block_size) else None
+    # VllmConfig.validate_mamba_block_size (config/vllm.py:3441-3452)
+    if mamba_block_size is not None and mamba_block_size != max_model_len and not pc:
+        raise VllmValueError("--mamba-block-size can only be set with --enable-prefix-caching", "config/vllm.py:3448-3451")
+    mamba_cache_mode = geometry.mamba_cache_mode if present(geometry.mamba_cache_mode) else "none"
+    if has_mamba:  # MambaModelConfig.verify_and_update_config (models/config.py:763-787)
+        if pc:
+            if mamba_cache_mode == "none":
+                mamba_cache_mode = "align"
+            if mamba_block_size is None:
+                mamba_block_size = block_size
+        else:
+            mamba_cache_mode = "none"
+            if mamba_block_size is None:
+                mamba_block_size = max_model_len
+
+    spec = geometry.speculative if present(geometry.speculative) else None
+    method = _method(spec.method) if spec is not None else None
+    if present(geometry.num_speculative_tokens):
+        num_spec = geometry.num_speculative_tokens
+    elif spec is not None:
+        num_spec = spec.num_speculative_tokens if present(spec.num_speculative_tokens) else 1
+    else:
+        num_spec = 0
+    use_eagle = method in EAGLE_METHODS
+    needs_block_drop = use_eagle and method not in ("dflash", "dspark")
+    block_drop = needs_block_drop and not (spec is not None and spec.eagle_block_drop is False)
+    multi_module = bool(spec is not None and method == "mtp" and spec.multi_module_mtp is True)
+    lookahead = 0 if not use_eagle else (num_spec if multi_module else 1)
+
+    pp = _pipeline_parallel_size(geometry)
+    # The V2 model runner is the GPU default unless a feature needs V1 (config/vllm.py:731-767, 3053-3087).
+    v2_runner = method not in _V2_UNSUPPORTED
+    async_scheduling = geometry.async_scheduling if present(geometry.async_scheduling) else None
+    if async_scheduling is None:  # config/vllm.py:1685-1719
+        if v2_runner:
+            async_scheduling = True
+        else:  # the V1 runner's incompatibilities (config/vllm.py:1651-1664)
+            async_scheduling = pp <= 1 and method in _ASYNC_COMPATIBLE
+    mnbt = geometry.max_num_batched_tokens if present(geometry.max_num_batched_tokens) else DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+    # HMA: the geometry decides (on a GPU vLLM enables it unless a chunked-local model lacks
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE or a connector lacks HMA, config/vllm.py:2223-2294).
+    disable_hma = geometry.disable_hybrid_kv_cache_manager is True
+
+    non_causal = any(layer.entry.non_causal is True for layer in layers)
+    replayssm = geometry.use_replayssm is True
+    return EngineSettings(
+        block_size=block_size,
+        user_block_size=block_size,
+        max_model_len=max_model_len,
+        original_max_model_len=original,
+        enable_prefix_caching=pc and not non_causal,
+        requested_prefix_caching=pc,
+        mamba_cache_mode=mamba_cache_mode,
+        mamba_block_size=mamba_block_size,
+        mamba_page_size_padded=geometry.mamba_page_size_padded if present(geometry.mamba_page_size_padded) else None,
+        has_mamba=has_mamba,
+        num_speculative_tokens=num_spec,
+        num_speculative_blocks=0 if replayssm else num_spec,
+        speculative_method=method,
+        use_eagle=use_eagle,
+        use_eagle_block_drop=block_drop,
+        num_prefill_lookahead_tokens=lookahead,
+        # VllmConfig.num_hash_lookahead_tokens (config/vllm.py:677-692): no KV connector modelled
+        num_hash_lookahead_tokens=lookahead if (block_drop and pc) else 0,
+        max_num_batched_tokens=mnbt,
+        async_scheduling=async_scheduling,
+        v2_model_runner=v2_runner,
+        pipeline_parallel_size=pp,
+        max_in_flight_tokens=max_in_flight_tokens(mnbt, async_scheduling, pp, v2_runner),
+        max_num_encoder_input_tokens=mnbt,  # SchedulerConfig.__post_init__ (config/scheduler.py:306)
+        dcp=geometry.dcp if present(geometry.dcp) else 1,
+        tp=geometry.tp if present(geometry.tp) else 1,
+        disable_hybrid_kv_cache_manager=disable_hma,
+        prefix_match_unit=geometry.prefix_match_unit if present(geometry.prefix_match_unit) else None,
+        num_gpu_blocks_override=geometry.num_gpu_blocks_override if present(geometry.num_gpu_blocks_override) else None,
+        prefix_cache_retention_interval=(
+            geometry.prefix_cache_retention_interval if present(geometry.prefix_cache_retention_interval) else 0
+        ),
+    )
+
+
+def _convert(field: str, value: Any) -> Any:
+    if field == "dtype":
+        return canonical_dtype(value)
+    if field == "dtypes":
+        return tuple(canonical_dtype(d) for d in value)
+    if field == "shapes":
+        return tuple(tuple(shape) for shape in value)
+    if field == "tokens_per_state":
+        return parse_tokens_per_state(value)
+    if field == "kv_quant_mode":
+        return KV_QUANT_MODES[value]
+    return value
+
+
+def build_layer_spec(layer: ExpandedLayer, settings: EngineSettings) -> KVCacheSpec:
+    """The spec the layer reports: its own fields, the engine's block size for attention specs
+    and, for a ``MambaSpec``, the Mamba settings ``MambaBase.get_kv_cache_spec`` reads."""
+    entry = layer.entry
+    cls = SPEC_TYPES[entry.spec]
+    kwargs = {field: _convert(field, value) for field, value in entry.given_fields().items()}
+    if cls is MambaSpec:
+        kwargs.setdefault("block_size", settings.mamba_block_size)
+        kwargs.setdefault("page_size_padded", settings.mamba_page_size_padded)
+        kwargs.setdefault("mamba_cache_mode", settings.mamba_cache_mode)
+        kwargs.setdefault("num_speculative_blocks", settings.num_speculative_blocks)
+    else:
+        kwargs.setdefault("block_size", settings.block_size)
+    return cls(**kwargs)

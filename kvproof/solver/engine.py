@@ -1,0 +1,435 @@
+"""One shape, one solver: encode the rules on a symbolic document set and ask z3 about them.
+
+A :class:`Session` builds the symbolic documents of a shape, evaluates every rule's binding and
+body on them (with z3's ``bool()`` made strict, so a symbolic value in Python control flow is
+caught instead of silently compared by structure; the leaves involved are then *pinned* to their
+template values and the shape is built again), and keeps one incremental solver:
+
+* base level: the named domain axioms (``LD:*``, ``SHAPE:*``) via ``assert_and_track``, and one
+  *soft pin* per leaf, ``pin <path> -> leaf == template value``, used only as an assumption;
+* a prefix scope (``push``): ``assert_and_track(And(instances of Q), "Q")`` for every rule ``Q``
+  before the one asked about, grown incrementally in registry order;
+* per question a ``push``/``pop`` around the goal.
+
+A question is first asked with every soft pin assumed (the search starts from the template, most
+products have a constant factor and the answer reads as "the template with these fields
+changed"); the pins in an unsat core are released and the question asked again, until it is sat
+or the core holds no pin (then the core, rule IDs and axiom names only, is the proof).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterable
+
+import attrs
+import z3
+
+from ..models.documents import Document
+from ..rules.core import Rule
+from .shapes import Shape, document_class
+from .symbolic import Leaf, Policy, SymbolicDocument, SymbolicFlowError, build
+
+__all__ = ["Config", "Session", "Outcome", "strict_bool", "targets", "DEFAULT_PINS"]
+
+#: Leaves every shape pins: values that select structure (``block_axis`` picks a dimension).
+DEFAULT_PINS = frozenset({"block_axis"})
+
+#: Directory name the symbolic documents pretend to live in (the checker bundles by directory).
+VIRTUAL_DIR = "witness"
+
+
+@attrs.define
+class Config:
+    timeout: float = 10.0  # seconds per solver call
+    rlimit: int = 40_000_000  # deterministic resource limit per solver call
+    relax_rounds: int = 12
+    seed: int = 0
+
+
+@attrs.define
+class Outcome:
+    """The answer of one session to one question."""
+
+    status: str  # sat | unsat | unknown | trivial | vacuous | error
+    model: Any = None
+    core: list[str] = attrs.field(factory=list)
+    reason: str = ""
+    released: list[str] = attrs.field(factory=list)  # soft pins released to reach the answer
+
+
+class NeedPins(Exception):
+    def __init__(self, spaths: set[str]):
+        super().__init__(", ".join(sorted(spaths)))
+        self.spaths = spaths
+
+
+@attrs.define
+class Encoded:
+    terms: list | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def strict_bool():
+    """Make ``bool(z3 term)`` raise unless the term is literally true or false.
+
+    z3's own ``__bool__`` answers ``x == y`` by *structural* equality, so a binding that wrote
+    ``if a.dp_rank == b.dp_rank`` would silently see False on symbolic ranks.
+    """
+    original = z3.AstRef.__bool__
+
+    def strict(self):
+        if z3.is_true(self):
+            return True
+        if z3.is_false(self):
+            return False
+        raise SymbolicFlowError(f"symbolic term used in Python control flow: {self}", term=self)
+
+    z3.AstRef.__bool__ = strict
+    try:
+        yield
+    finally:
+        z3.AstRef.__bool__ = original
+
+
+def targets(rule: Rule, documents: tuple[Document, ...]) -> Iterable[tuple[str | None, Any]]:
+    """What the concrete checker hands the rule's binding (the same function, so the same order)."""
+    from ..rules import check as checker
+
+    groups = checker.bundles(documents) if hasattr(checker, "bundles") else None
+    if groups is None:
+        yield from checker._targets(rule, documents)  # type: ignore[call-arg]
+    else:
+        yield from checker._targets(rule, documents, groups)
+
+
+def as_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        return z3.BoolVal(value)
+    if z3.is_expr(value) and z3.is_bool(value):
+        return value
+    raise TypeError(f"rule body returned {type(value).__name__}, not a bool or a z3 Bool")
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class Session:
+    """A shape's symbolic documents, its encoded rules and its solver."""
+
+    def __init__(self, shape: Shape, rules: list[Rule], config: Config, pins: set[str]):
+        self.shape = shape
+        self.rules = rules
+        self.order = {rule.id: index for index, rule in enumerate(rules)}
+        self.config = config
+        self.pins = pins  # shared, grows as control-flow reads are found
+        self.encoded: dict[str, Encoded] = {}
+        self.docs: list[tuple[str, str, SymbolicDocument]] = []
+        self.documents: tuple[Document, ...] = ()
+        self.solver: z3.Solver | None = None
+        self.pin_lits: list = []
+        self.pin_leaf: dict[str, Leaf] = {}
+        self.prefix_upto = 0
+        self.prefix_open = False
+        self.build_seconds = 0.0
+        self._build()
+
+    # -- building ---------------------------------------------------------------------------
+    def _build(self) -> None:
+        start = time.perf_counter()
+        policy = Policy(pinned=frozenset(self.pins))
+        multi = len(self.shape.documents) > 1
+        self.docs = []
+        for kind, file, tree in self.shape.documents:
+            label = f"{file}:" if multi else ""
+            self.docs.append((kind, file, build(document_class(kind), tree, label, policy)))
+        self.documents = tuple(Document(kind, doc.obj, f"{VIRTUAL_DIR}/{file}") for kind, file, doc in self.docs)
+        self.var_leaf: dict[str, Leaf] = {}
+        for _, _, doc in self.docs:
+            self.var_leaf.update(doc.var_map())
+        self.encoded = {}
+        self.solver = None
+        self.prefix_upto = 0
+        self.prefix_open = False
+        self.build_seconds += time.perf_counter() - start
+
+    def encode(self, rule: Rule) -> Encoded:
+        """The rule's instance verdicts as z3 Bools (pins and rebuilds on control-flow reads)."""
+        for _attempt in range(50):
+            if rule.id in self.encoded:
+                return self.encoded[rule.id]
+            try:
+                self.encoded[rule.id] = self._encode(rule)
+            except NeedPins as need:
+                self.pins |= need.spaths
+                self._build()
+                continue
+            return self.encoded[rule.id]
+        return Encoded(error="too many pin rounds")
+
+    def _encode(self, rule: Rule) -> Encoded:
+        start = time.perf_counter()
+        terms = []
+        try:
+            with strict_bool():
+                for _file, target in targets(rule, self.documents):
+                    for instance in rule.over(target):
+                        terms.append(as_bool(rule.holds(instance)))
+        except SymbolicFlowError as exc:
+            spaths = self._spaths(exc)
+            if spaths - self.pins:
+                raise NeedPins(spaths - self.pins) from None
+            return Encoded(error=f"{exc}")
+        except Exception as exc:  # noqa: BLE001 - a body the solver cannot run is reported, not fatal
+            return Encoded(error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self.build_seconds += time.perf_counter() - start
+        return Encoded(terms=terms)
+
+    def _spaths(self, exc: SymbolicFlowError) -> set[str]:
+        if exc.leaf is not None:
+            return {exc.leaf.spath}
+        if exc.term is not None:
+            from z3.z3util import get_vars
+
+            leaves = [self.var_leaf.get(str(v)) for v in get_vars(exc.term)]
+            return {leaf.spath for leaf in leaves if leaf is not None}
+        return set()
+
+    def encode_all(self) -> None:
+        for rule in self.rules:
+            self.encode(rule)
+        # a rebuild during the loop dropped earlier encodings: finish them on the final build
+        for rule in self.rules:
+            self.encode(rule)
+
+    # -- the solver -------------------------------------------------------------------------
+    def leaves(self) -> list[Leaf]:
+        return [leaf for _, _, doc in self.docs for leaf in doc.leaves]
+
+    def axioms(self) -> list[tuple[str, Any]]:
+        return [axiom for _, _, doc in self.docs for axiom in doc.axioms]
+
+    def _new_solver(self) -> z3.Solver:
+        solver = z3.Solver()
+        solver.set("timeout", max(1, int(self.config.timeout * 1000)))
+        solver.set("rlimit", self.config.rlimit)
+        solver.set("random_seed", self.config.seed)
+        solver.set("core.minimize", True)
+        return solver
+
+    def ensure_solver(self, repair: bool = False) -> z3.Solver:
+        if self.solver is not None:
+            return self.solver
+        self.encode_all()
+        solver = self._new_solver()
+        for name, axiom in self.axioms():
+            solver.assert_and_track(axiom, name)
+        self.solver = solver
+        if repair:
+            self._repair()
+        self.pin_lits = []
+        self.pin_leaf = {}
+        for leaf in self.leaves():
+            equal = leaf.template_eq()
+            if equal is None:
+                continue
+            name = f"pin {leaf_label(self, leaf)}"
+            literal = z3.Bool(name)
+            solver.add(z3.Implies(literal, equal))
+            self.pin_lits.append(literal)
+            self.pin_leaf[name] = leaf
+        return solver
+
+    def _repair(self) -> None:
+        """Move the templates' values to the nearest values that pass every rule (a shrunk
+        example no longer sums its pages right, for instance)."""
+        solver = self.solver
+        rules = [rule for rule in self.rules if self.encoded[rule.id].terms]
+        solver.push()
+        try:
+            literals = []
+            leaves = {}
+            for leaf in self.leaves():
+                equal = leaf.template_eq()
+                if equal is None:
+                    continue
+                literal = z3.Bool(f"repair {leaf_label(self, leaf)}")
+                solver.add(z3.Implies(literal, equal))
+                literals.append(literal)
+                leaves[str(literal)] = leaf
+            active_rules = list(rules)
+            for _ in range(len(rules) + 1):
+                solver.push()
+                for rule in active_rules:
+                    solver.assert_and_track(z3.And(*self.encoded[rule.id].terms), f"repair:{rule.id}")
+                result = solver.check()
+                if result == z3.unsat:
+                    core = {str(c) for c in solver.unsat_core()}
+                    blamed = [rule for rule in active_rules if f"repair:{rule.id}" in core]
+                    solver.pop()
+                    if not blamed:
+                        return
+                    active_rules.remove(blamed[-1])
+                    continue
+                if result == z3.unknown:
+                    solver.pop()
+                    return
+                outcome = self._relax(literals, set(leaves))
+                solver.pop()
+                if outcome.status == "sat":
+                    for leaf in leaves.values():
+                        leaf.template = leaf.decode(outcome.model)
+                return
+        finally:
+            solver.pop()
+
+    def advance(self, rule: Rule) -> None:
+        """Assert every rule before ``rule`` in the prefix scope."""
+        solver = self.ensure_solver()
+        index = self.order[rule.id]
+        if self.prefix_open and index < self.prefix_upto:
+            solver.pop()
+            self.prefix_open = False
+        if not self.prefix_open:
+            solver.push()
+            self.prefix_open = True
+            self.prefix_upto = 0
+        while self.prefix_upto < index:
+            earlier = self.rules[self.prefix_upto]
+            encoded = self.encoded[earlier.id]
+            if encoded.terms:
+                solver.assert_and_track(z3.And(*encoded.terms), earlier.id)
+            self.prefix_upto += 1
+
+    def close_prefix(self) -> None:
+        if self.prefix_open and self.solver is not None:
+            self.solver.pop()
+            self.prefix_open = False
+            self.prefix_upto = 0
+
+    # -- questions --------------------------------------------------------------------------
+    def goal(self, rule: Rule) -> tuple[Any, Outcome | None]:
+        """``Or(not instance)`` of the rule, or an outcome when there is nothing to solve."""
+        encoded = self.encode(rule)
+        if encoded.error is not None:
+            return None, Outcome("error", reason=encoded.error)
+        if not encoded.terms:
+            return None, Outcome("vacuous", reason="no instance of the rule in this shape")
+        goal = z3.simplify(z3.Or(*[z3.Not(t) for t in encoded.terms]))
+        if z3.is_false(goal):
+            return None, Outcome("trivial", reason="the rule holds by the shape's structure")
+        return goal, None
+
+    def structural_blockers(self, rule: Rule) -> list[str]:
+        """Earlier rules that fail by the shape's structure alone (no value can help)."""
+        out = []
+        for earlier in self.rules[: self.order[rule.id]]:
+            encoded = self.encode(earlier)
+            if encoded.terms and any(z3.is_false(z3.simplify(t)) for t in encoded.terms):
+                out.append(earlier.id)
+        return out
+
+    def reach(self, rule: Rule) -> Outcome:
+        """Some document of the shape passes every rule before ``rule`` and fails it."""
+        goal, early = self.goal(rule)
+        if early is not None:
+            return early
+        blockers = self.structural_blockers(rule)
+        if blockers:
+            return Outcome("trivial", core=blockers, reason="an earlier rule fails by structure")
+        self.advance(rule)
+        solver = self.solver
+        solver.push()
+        try:
+            solver.assert_and_track(goal, f"goal:{rule.id}")
+            return self._relax(self.pin_lits, set(self.pin_leaf))
+        finally:
+            solver.pop()
+
+    def implied(self, rule: Rule) -> Outcome:
+        """Every document of the shape that passes every other rule passes ``rule`` (unsat)."""
+        goal, early = self.goal(rule)
+        if early is not None:
+            return early
+        self.encode_all()
+        for other in self.rules:
+            if other.id != rule.id:
+                encoded = self.encoded[other.id]
+                if encoded.terms and any(z3.is_false(z3.simplify(t)) for t in encoded.terms):
+                    return Outcome("trivial", core=[other.id], reason="another rule fails by structure")
+        self.ensure_solver()
+        self.close_prefix()
+        solver = self.solver
+        solver.push()
+        try:
+            for other in self.rules:
+                encoded = self.encoded[other.id]
+                if other.id != rule.id and encoded.terms:
+                    solver.assert_and_track(z3.And(*encoded.terms), other.id)
+            solver.assert_and_track(goal, f"goal:{rule.id}")
+            return self._relax(self.pin_lits, set(self.pin_leaf))
+        finally:
+            solver.pop()
+
+    def check(self, extra: Any, label: str = "claim", prefix_all: bool = True) -> Outcome:
+        """Some document of the shape passes every rule (when ``prefix_all``) and satisfies
+        ``extra``."""
+        self.ensure_solver()
+        self.close_prefix()
+        solver = self.solver
+        solver.push()
+        try:
+            if prefix_all:
+                for rule in self.rules:
+                    encoded = self.encode(rule)
+                    if encoded.terms:
+                        solver.assert_and_track(z3.And(*encoded.terms), rule.id)
+            solver.assert_and_track(extra, label)
+            return self._relax(self.pin_lits, set(self.pin_leaf))
+        finally:
+            solver.pop()
+
+    def _relax(self, literals: list, names: set[str]) -> Outcome:
+        solver = self.solver
+        active = list(literals)
+        released: list[str] = []
+        reason = ""
+        for _round in range(self.config.relax_rounds):
+            result = solver.check(*active)
+            if result == z3.sat:
+                return Outcome("sat", model=solver.model(), released=released)
+            if result == z3.unknown:
+                reason = solver.reason_unknown()
+                break
+            core = [str(c) for c in solver.unsat_core()]
+            pinned = {c for c in core if c in names}
+            if not pinned:
+                return Outcome("unsat", core=core, released=released)
+            released += sorted(pinned)
+            active = [lit for lit in active if str(lit) not in pinned]
+            if not active:
+                break
+        result = solver.check()
+        if result == z3.sat:
+            return Outcome("sat", model=solver.model(), released=sorted(names))
+        if result == z3.unsat:
+            return Outcome("unsat", core=[str(c) for c in solver.unsat_core()], released=sorted(names))
+        return Outcome("unknown", reason=solver.reason_unknown() or reason)
+
+    # -- witnesses --------------------------------------------------------------------------
+    def concretize(self, model: Any) -> list[tuple[str, str, Any]]:
+        """(kind, file, attrs object) for every document of the shape."""
+        return [(kind, file, doc.concretize(model)) for kind, file, doc in self.docs]
+
+    def trees(self, model: Any) -> list[tuple[str, str, Any]]:
+        return [(kind, file, doc.tree(model)) for kind, file, doc in self.docs]
+
+
+def leaf_label(_session: Session, leaf: Leaf) -> str:
+    return leaf.name

@@ -1,0 +1,299 @@
+"""``kvproof prove``: every rule reachable (with a witness the concrete checker refuses with
+that rule first), dead within the shape bound (with an unsat core of rule IDs and axiom names), or
+unknown; and ``--redundant``: the rules the others imply.
+
+The search for one rule walks its candidate shapes smallest first (:mod:`kvproof.solver.shapes`):
+the base shapes of the document kinds its binding reads, then their one-edit structural
+mutations. Sessions (one solver per shape) are shared by every rule, so the prefix of rules grows
+incrementally in registry order.
+
+*Reachable* means: a document set in which every instance of every rule before R holds and some
+instance of R fails. The checker's prerequisite suppression cannot hide the first failing instance
+(only a failure that is already reported suppresses anything), so the first diagnostic of such a
+witness is R's; the round trip through the cattrs codec, the strict loader and
+:func:`kvproof.rules.check.check` confirms it, and a witness it does not confirm fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import attrs
+
+from ..diagnostics import InputError
+from ..models.documents import load_bytes
+from ..rules.core import Rule
+from .engine import DEFAULT_PINS, Config, Outcome, Session
+from .shapes import Bound, Shape, base_shapes, mutations
+from .symbolic import witness_text
+
+__all__ = ["Prover", "RuleResult", "Redundancy", "VERDICTS"]
+
+VERDICTS = ("reachable", "dead", "unknown", "mismatch", "error")
+
+
+@attrs.define
+class RuleResult:
+    rule: str
+    verdict: str
+    expect: str
+    witness: str | None = None
+    core: list[str] = attrs.field(factory=list)
+    seconds: float = 0.0
+    shape: str | None = None
+    shapes_tried: int = 0
+    reason: str = ""
+    documents: list[tuple[str, str]] = attrs.field(factory=list)  # (file, canonical text) of the witness
+    changed: list[str] = attrs.field(factory=list)  # template fields the witness changed
+
+    @property
+    def contrary(self) -> bool:
+        if self.verdict in ("mismatch", "error"):
+            return True
+        return self.verdict in ("reachable", "dead") and self.verdict != self.expect
+
+    def to_json(self) -> dict:
+        return {
+            "rule": self.rule, "verdict": self.verdict, "expect": self.expect, "witness": self.witness,
+            "core": self.core, "seconds": round(self.seconds, 3), "shape": self.shape,
+            "shapes_tried": self.shapes_tried, "reason": self.reason, "changed": self.changed,
+        }
+
+
+@attrs.define
+class Redundancy:
+    rule: str
+    verdict: str  # redundant | needed | unknown
+    implied_by: list[str] = attrs.field(factory=list)
+    seconds: float = 0.0
+    shape: str | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "verdict": self.verdict, "implied_by": self.implied_by,
+                "seconds": round(self.seconds, 3), "shape": self.shape, "reason": self.reason}
+
+
+class Prover:
+    """Shared state of one ``prove`` run: the rules, the shapes, the sessions."""
+
+    def __init__(self, rules: list[Rule] | None = None, bound: Bound | None = None, config: Config | None = None,
+                 examples: Path | None = None):
+        if rules is None:
+            from ..rules.registry import all_rules
+
+            rules = all_rules()
+        self.rules = rules
+        self.bound = bound or Bound()
+        self.config = config or Config()
+        self.examples = examples
+        self.pins: set[str] = set(DEFAULT_PINS)
+        self.sessions: dict[str, Session] = {}
+        self._bases: dict[str, list[Shape]] = {}
+        self._repaired: dict[str, Shape] = {}
+
+    # -- shapes -----------------------------------------------------------------------------
+    def bases(self, kind: str) -> list[Shape]:
+        if kind not in self._bases:
+            self._bases[kind] = base_shapes(kind, self.bound, self.examples)
+        return self._bases[kind]
+
+    def candidates(self, rule: Rule) -> Iterable[Shape]:
+        """Base shapes of the rule's kinds (smallest first), then mutations of the smallest."""
+        kinds = list(rule.over.kinds)
+        bases: list[Shape] = []
+        for kind in kinds:
+            bases += self.bases(kind)
+        bases.sort(key=lambda s: s.size)
+        yield from bases
+        if self.bound.mutations:
+            seeds = _mutation_seeds(bases)
+            mutated: list[Shape] = []
+            for base in seeds:
+                mutated += mutations(self.repaired(base))
+            mutated.sort(key=lambda s: s.size)
+            yield from mutated
+
+    def session(self, shape: Shape, keep: bool = True) -> Session:
+        session = self.sessions.get(shape.key())
+        if session is None:
+            session = Session(shape, self.rules, self.config, self.pins)
+            if keep:
+                self.sessions[shape.key()] = session
+        return session
+
+    def repaired(self, shape: Shape) -> Shape:
+        """The shape with template values that pass every rule (mutations start from it)."""
+        if shape.key() not in self._repaired:
+            session = self.session(shape)
+            session.ensure_solver(repair=True)
+            documents = []
+            for (kind, file, _tree), (_, _, doc) in zip(shape.documents, session.docs):
+                documents.append((kind, file, _template_tree(doc)))
+            self._repaired[shape.key()] = attrs.evolve(shape, documents=tuple(documents))
+        return self._repaired[shape.key()]
+
+    # -- one rule ---------------------------------------------------------------------------
+    def prove(self, rule: Rule) -> RuleResult:
+        start = time.perf_counter()
+        result = RuleResult(rule.id, "dead", rule.expect)
+        cores: list[str] = []
+        unknown: list[str] = []
+        errors: list[str] = []
+        tried = 0
+        for shape in self.candidates(rule):
+            tried += 1
+            is_base = shape.parent is None
+            session = self.session(shape, keep=is_base)
+            if is_base:
+                session.ensure_solver(repair=True)
+            outcome = session.reach(rule)
+            if outcome.status == "sat":
+                self._witness(rule, session, outcome, result)
+                break
+            if outcome.status == "unsat":
+                cores += [c for c in outcome.core if not c.startswith("goal:")]
+            elif outcome.status == "unknown":
+                unknown.append(f"{shape.name}: {outcome.reason}")
+            elif outcome.status == "error":
+                errors.append(outcome.reason)
+                break
+        result.shapes_tried = tried
+        if result.verdict == "dead":
+            if errors:
+                result.verdict = "error"
+                result.reason = f"the rule body cannot be evaluated on symbolic documents: {errors[0]}"
+            elif unknown:
+                result.verdict = "unknown"
+                result.reason = f"{len(unknown)} shape(s) unknown, first: {unknown[0]}"
+            else:
+                result.core = sorted(set(cores), key=_core_key)
+                result.reason = f"unsat in every shape within {self.bound.label()} ({tried} shapes)"
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _witness(self, rule: Rule, session: Session, outcome: Outcome, result: RuleResult) -> None:
+        result.shape = session.shape.name
+        result.changed = [name.removeprefix("pin ") for name in outcome.released]
+        try:
+            trees = session.trees(outcome.model)
+        except Exception as exc:  # noqa: BLE001 - a model that does not concretize is a solver bug to report
+            result.verdict = "mismatch"
+            result.reason = f"the model does not concretize: {type(exc).__name__}: {exc}"
+            return
+        from ..models.codec import dumps
+
+        result.documents = [(file, dumps(tree)) for _, file, tree in trees]
+        verdict, reason = replay(rule.id, result.documents)
+        result.verdict = verdict
+        result.reason = reason
+
+    # -- redundancy ---------------------------------------------------------------------------
+    def redundancy(self, rule: Rule) -> Redundancy:
+        start = time.perf_counter()
+        cores: list[str] = []
+        unknown = []
+        out = Redundancy(rule.id, "redundant")
+        for shape in self.candidates(rule):
+            is_base = shape.parent is None
+            session = self.session(shape, keep=is_base)
+            if is_base:
+                session.ensure_solver(repair=True)
+            outcome = session.implied(rule)
+            if outcome.status == "sat":
+                out.verdict = "needed"
+                out.shape = shape.name
+                break
+            if outcome.status == "unsat":
+                cores += [c for c in outcome.core if not c.startswith("goal:")]
+            elif outcome.status == "unknown":
+                unknown.append(outcome.reason)
+            elif outcome.status == "error":
+                out.verdict = "unknown"
+                out.reason = outcome.reason
+                break
+        if out.verdict == "redundant":
+            if unknown:
+                out.verdict = "unknown"
+                out.reason = unknown[0]
+            else:
+                out.implied_by = sorted(set(cores), key=_core_key)
+        out.seconds = time.perf_counter() - start
+        return out
+
+
+def replay(rule_id: str, documents: list[tuple[str, str]]) -> tuple[str, str]:
+    """Load the witness texts strictly and check them: ("reachable", "") when the concrete checker
+    refuses them with ``rule_id`` first, ("mismatch", why) otherwise."""
+    from ..rules.check import check
+
+    loaded = []
+    for file, text in documents:
+        try:
+            loaded.append(load_bytes(text.encode("utf-8"), file=f"witness/{file}"))
+        except InputError as exc:
+            first = exc.diagnostics[0]
+            return "mismatch", f"the witness does not load: {first.rule} {first.path}: {first.message}"
+    diagnostics = check(loaded)
+    if not diagnostics:
+        return "mismatch", "the concrete checker accepts the witness"
+    if diagnostics[0].rule != rule_id:
+        first = diagnostics[0]
+        return "mismatch", f"the concrete checker refuses the witness with {first.rule} first ({first.path}: {first.message})"
+    first = diagnostics[0]
+    return "reachable", f"{first.path}: {first.message}"
+
+
+def write_witness(directory: Path, result: RuleResult) -> str | None:
+    """Write a witness: ``DIR/RULE.json`` for one document, ``DIR/RULE/<file>`` for several."""
+    if not result.documents:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    if len(result.documents) == 1:
+        path = directory / f"{result.rule}.json"
+        path.write_text(result.documents[0][1], encoding="utf-8")
+        return str(path)
+    folder = directory / result.rule
+    folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.json"):
+        old.unlink()
+    for file, text in result.documents:
+        (folder / file).write_text(text, encoding="utf-8")
+    return str(folder)
+
+
+def _template_tree(doc) -> Any:
+    """The JSON tree of a symbolic document's (repaired) template values."""
+    from .symbolic import _concretize_template
+
+    return _concretize_template(doc)
+
+
+def _mutation_seeds(bases: list[Shape]) -> list[Shape]:
+    """The base shapes whose mutations are tried: the smallest per example and document set."""
+    seeds: dict[tuple, Shape] = {}
+    for shape in bases:
+        key = (shape.name.split(" ")[0], shape.name.split(" ")[1] if " " in shape.name else "", shape.kinds)
+        if key not in seeds or shape.size < seeds[key].size:
+            seeds[key] = shape
+    return sorted(seeds.values(), key=lambda s: s.size)
+
+
+def _core_key(name: str) -> tuple:
+    return (0 if ":" not in name.split(" ")[0] else 1, name)
+
+
+def summary_line(result: RuleResult) -> str:
+    head = f"{result.rule}  {result.verdict:<9} (expect {result.expect})  {result.seconds:6.2f}s"
+    if result.verdict == "reachable":
+        return f"{head}  shape: {result.shape}" + (f"  witness: {result.witness}" if result.witness else "")
+    if result.verdict == "dead":
+        return f"{head}  core: {', '.join(result.core) or '(structure)'}"
+    return f"{head}  {result.reason}"
+
+
+def to_json(results: list[RuleResult]) -> str:
+    return json.dumps({"rules": [r.to_json() for r in results]}, indent=2) + "\n"

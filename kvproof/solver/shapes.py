@@ -1,0 +1,414 @@
+"""Shapes: the bounded document sets the solver searches.
+
+A shape is one or more JSON *templates* (a worker record, a scheduler record, a profile, or a
+bundle of them) whose structure is fixed (list lengths, mapping keys, which optional nested objects
+exist) and whose values are the starting point of the search (the solver keeps a value unless a
+rule needs it changed, so a witness reads as "the template with these fields changed").
+
+Templates come from the example documents (``examples/*/``), which pass every rule: each record is
+shrunk to one or two cache groups of at most ``layers`` layers each, with its tensors, views,
+storages, attention groups and kernel block sizes filtered to match (:func:`shrink_record`).
+:func:`mutations` derives structural one-edit variants (an element dropped or duplicated, a mapping
+key dropped or added, an optional object removed, an identifier renamed) for rules whose failure
+is a matter of structure (a layer without a tensor, group counts that disagree).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import attrs
+
+__all__ = ["Shape", "Bound", "examples_dir", "base_shapes", "mutations", "shrink_record", "shrink_profile",
+           "DOCUMENT_CLASSES", "tree_size"]
+
+KINDS = ("profile", "worker", "scheduler")
+
+
+def document_class(kind: str) -> type:
+    from ..models.profile import Profile
+    from ..models.record import SchedulerRecord, WorkerRecord
+
+    return {"profile": Profile, "worker": WorkerRecord, "scheduler": SchedulerRecord}[kind]
+
+
+DOCUMENT_CLASSES = KINDS
+
+
+@attrs.frozen
+class Bound:
+    """The shape bound (``--max-shape groups=2,layers=2,workers=1,mutations=1``)."""
+
+    groups: int = 2
+    layers: int = 2
+    workers: int = 1
+    mutations: int = 1
+
+    @classmethod
+    def parse(cls, text: str | None) -> "Bound":
+        if not text:
+            return cls()
+        values = {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            key = key.strip()
+            if not sep or key not in attrs.fields_dict(cls):
+                raise ValueError(f"bad --max-shape item {part!r} (expected groups=N,layers=N,workers=N,mutations=0|1)")
+            values[key] = int(value)
+            if values[key] < 0 or (key != "mutations" and values[key] < 1):
+                raise ValueError(f"bad --max-shape value {part!r}")
+        return cls(**values)
+
+    def label(self) -> str:
+        return f"groups={self.groups},layers={self.layers},workers={self.workers},mutations={self.mutations}"
+
+
+@attrs.frozen
+class Shape:
+    """One bounded document set: (kind, file name, template tree) per document."""
+
+    name: str
+    documents: tuple[tuple[str, str, Any], ...] = attrs.field(eq=False)
+    size: int = 0
+    #: The base shape a mutation came from (None for a base shape).
+    parent: str | None = None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(kind for kind, _, _ in self.documents)
+
+    def key(self) -> str:
+        return self.name
+
+
+def tree_size(tree: Any) -> int:
+    """Number of JSON scalars of a tree (the shape's size for ordering)."""
+    if isinstance(tree, dict):
+        return sum(tree_size(v) for v in tree.values())
+    if isinstance(tree, list):
+        return sum(tree_size(v) for v in tree)
+    return 1
+
+
+def examples_dir() -> Path:
+    """The example documents (``KVPROOF_EXAMPLES`` overrides)."""
+    env = os.environ.get("KVPROOF_EXAMPLES")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "examples"
+
+
+def _load_examples(root: Path) -> list[tuple[str, dict[str, tuple[str, Any]]]]:
+    """(example name, {file: (kind, tree)}) for every example directory of records/profiles."""
+    out = []
+    if not root.is_dir():
+        return out
+    from ..models.documents import detect_kind
+
+    for directory in sorted(p for p in root.iterdir() if p.is_dir()):
+        files = {}
+        for path in sorted(directory.glob("*.json")):
+            try:
+                tree = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            kind = detect_kind(tree)
+            if kind in KINDS:
+                files[path.name] = (kind, tree)
+        if files:
+            out.append((directory.name, files))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Shrinking
+
+
+def shrink_record(tree: dict, keep_groups: list[int], max_layers: int) -> dict:
+    """A record with the given cache groups (in order) and at most ``max_layers`` layers each;
+    everything that names layers or groups is filtered to match."""
+    tree = copy.deepcopy(tree)
+    cache = tree["cache"]
+    groups = cache["groups"]
+    old_count = len(groups)
+    kept = []
+    kept_layers: list[str] = []
+    for index in keep_groups:
+        group = groups[index]
+        group["layer_names"] = group["layer_names"][:max_layers]
+        kept_layers += group["layer_names"]
+        specs = group.get("layer_specs")
+        if isinstance(specs, dict):
+            group["layer_specs"] = {k: v for k, v in specs.items() if k in group["layer_names"]}
+        spec = group.get("spec")
+        kept.append(group)
+    cache["groups"] = kept
+    names = set(kept_layers)
+    if "tensor_allocations" in cache:
+        tensors = []
+        for tensor in cache["tensor_allocations"]:
+            tensor["layers"] = [n for n in tensor["layers"] if n in names]
+            if tensor["layers"]:
+                tensors.append(tensor)
+        cache["tensor_allocations"] = tensors
+    if isinstance(cache.get("layer_tensors"), dict):
+        cache["layer_tensors"] = {k: v for k, v in cache["layer_tensors"].items() if k in names}
+    if isinstance(cache.get("attention_groups"), list):
+        remap = {old: new for new, old in enumerate(keep_groups)}
+        out = []
+        for group in cache["attention_groups"]:
+            if group.get("kv_cache_group_id") not in remap:
+                continue
+            group["layer_names"] = [n for n in group["layer_names"] if n in names]
+            if group["layer_names"]:
+                group["kv_cache_group_id"] = remap[group["kv_cache_group_id"]]
+                out.append(group)
+        cache["attention_groups"] = out
+    runner = cache.get("model_runner")
+    if isinstance(runner, dict) and isinstance(runner.get("kernel_block_sizes"), list) \
+            and len(runner["kernel_block_sizes"]) == old_count:
+        runner["kernel_block_sizes"] = [runner["kernel_block_sizes"][i] for i in keep_groups]
+    if isinstance(cache.get("storages"), list) and "tensor_allocations" in cache:
+        used = {t["storage_id"] for t in cache["tensor_allocations"]}
+        for views in (cache.get("layer_tensors") or {}).values():
+            used |= {v["storage_id"] for v in views}
+        storages = [s for s in cache["storages"] if s["storage_id"] in used]
+        cache["storages"] = storages or cache["storages"][:1]
+    return tree
+
+
+def shrink_profile(tree: dict, keep_groups: list[int]) -> dict:
+    tree = copy.deepcopy(tree)
+    groups = tree.get("resources", {}).get("cache_groups")
+    if isinstance(groups, list):
+        tree["resources"]["cache_groups"] = [groups[i] for i in keep_groups if i < len(groups)]
+    return tree
+
+
+def _signature(tree: dict, index: int) -> tuple:
+    group = tree["cache"]["groups"][index]
+    specs = group.get("layer_specs") or {}
+    spec = group.get("spec") or {}
+    return (group.get("spec_type"), group.get("kind"), tuple(sorted({s.get("spec_type") for s in specs.values()})),
+            spec.get("spec_type"), "state" in group)
+
+
+def _selections(tree: dict, bound: Bound) -> list[list[int]]:
+    """Group selections of a record: each distinct group alone, then distinct pairs."""
+    count = len(tree["cache"]["groups"])
+    seen: dict[tuple, int] = {}
+    singles = []
+    for index in range(count):
+        signature = _signature(tree, index)
+        if signature not in seen:
+            seen[signature] = index
+            singles.append([index])
+    out = list(singles)
+    if bound.groups >= 2:
+        pairs = set()
+        for i in range(count):
+            for j in range(i + 1, count):
+                key = (_signature(tree, i), _signature(tree, j))
+                if key not in pairs:
+                    pairs.add(key)
+                    out.append([i, j])
+    return out
+
+
+def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape]:
+    """The base shapes of a document kind (``profile``, ``worker``, ``scheduler``, ``bundle``),
+    smallest first."""
+    examples = _load_examples(root or examples_dir())
+    shapes: list[Shape] = []
+    seen: set[str] = set()
+
+    def add(name: str, documents: list[tuple[str, str, Any]]) -> None:
+        text = json.dumps([d[2] for d in documents], sort_keys=True)
+        if text in seen:
+            return
+        seen.add(text)
+        shapes.append(Shape(name, tuple(documents), sum(tree_size(d[2]) for d in documents)))
+
+    for example, files in examples:
+        workers = [(f, t) for f, (k, t) in files.items() if k == "worker"]
+        schedulers = [(f, t) for f, (k, t) in files.items() if k == "scheduler"]
+        profiles = [(f, t) for f, (k, t) in files.items() if k == "profile"]
+        record = workers[0][1] if workers else (schedulers[0][1] if schedulers else None)
+        selections = _selections(record, bound) if record is not None else []
+        for layers in range(1, bound.layers + 1):
+            for selection in selections:
+                if len(selection) > bound.groups:
+                    continue
+                label = f"{example} groups{selection} layers<={layers}"
+                if kind == "worker" and workers:
+                    add(f"worker {label}", [("worker", workers[0][0], shrink_record(workers[0][1], selection, layers))])
+                if kind == "scheduler" and schedulers:
+                    add(f"scheduler {label}", [("scheduler", schedulers[0][0], shrink_record(schedulers[0][1], selection, layers))])
+                if kind == "bundle" and workers and schedulers:
+                    docs = [("scheduler", schedulers[0][0], shrink_record(schedulers[0][1], selection, layers))]
+                    for file, tree in workers[: bound.workers]:
+                        docs.append(("worker", file, shrink_record(tree, selection, layers)))
+                    add(f"bundle {label} workers={min(bound.workers, len(workers))}", docs)
+                    if profiles:
+                        add(f"bundle+profile {label}", docs + [("profile", profiles[0][0], shrink_profile(profiles[0][1], selection))])
+        if kind == "profile":
+            for file, tree in profiles:
+                groups = tree.get("resources", {}).get("cache_groups") or []
+                for count in range(1, min(bound.groups, len(groups)) + 1):
+                    for start in range(0, len(groups) - count + 1):
+                        add(f"profile {example} groups[{start}:{start + count}]",
+                            [("profile", file, shrink_profile(tree, list(range(start, start + count))))])
+    shapes.sort(key=lambda s: s.size)
+    return shapes
+
+
+# --------------------------------------------------------------------------------------------
+# Structural mutations
+
+
+def mutations(shape: Shape, limit: int = 400) -> list[Shape]:
+    """One-edit structural variants of a shape, smallest first."""
+    out: list[Shape] = []
+    for doc_index, (kind, file, tree) in enumerate(shape.documents):
+        cls = document_class(kind)
+        for description, mutated in _mutate(cls, tree, "$"):
+            documents = list(shape.documents)
+            documents[doc_index] = (kind, file, mutated)
+            name = f"{shape.name} | {file}: {description}"
+            out.append(Shape(name, tuple(documents), sum(tree_size(d[2]) for d in documents), parent=shape.name))
+            if len(out) >= limit:
+                return out
+    # bundle: drop a whole document (e.g. the profile) is a shape of its own kind, not a mutation
+    return out
+
+
+def _mutate(cls: type, tree: Any, path: str) -> Iterable[tuple[str, Any]]:
+    """(description, mutated tree) for single structural edits inside an attrs object's tree."""
+    import typing
+
+    from .symbolic import _hints, _leaf_kind, _unwrap_optional
+    from ..models.codec import ABSENT
+    from ..rules.core import child
+
+    if not isinstance(tree, dict):
+        return
+    hints = _hints(cls)
+    for field in attrs.fields(cls):
+        key = field.alias or field.name
+        type_, nullable = _unwrap_optional(hints[field.name])
+        absentable = field.default is ABSENT
+        value = tree.get(key, ABSENT)
+        where = child(path, key)
+        leaf = _leaf_kind(type_)
+        if leaf is not None:
+            if leaf[0] == "str" and leaf[1] is None and isinstance(value, str) and key not in ("schema_version",):
+                yield f"{where} renamed", _set(tree, key, value + ".x")
+            continue
+        if value is ABSENT:
+            default = _default_tree(type_)
+            if default is not None:
+                yield f"{where} added", _set(tree, key, default)
+            continue
+        if value is None:
+            default = _default_tree(type_)
+            if default is not None:
+                yield f"{where} added", _set(tree, key, default)
+            continue
+        if absentable:
+            yield f"{where} removed", _drop(tree, key)
+        if nullable:
+            yield f"{where} null", _set(tree, key, None)
+        origin = typing.get_origin(type_)
+        if origin is list:
+            (item_type,) = typing.get_args(type_)
+            item_type, _ = _unwrap_optional(item_type)
+            if value:
+                indices = sorted({0, len(value) - 1})
+                for i in indices:
+                    yield f"{child(where, i)} dropped", _set(tree, key, value[:i] + value[i + 1:])
+                yield f"{child(where, len(value) - 1)} duplicated", _set(tree, key, value + [copy.deepcopy(value[-1])])
+                if all(isinstance(v, str) for v in value):
+                    yield f"{child(where, len(value) - 1)} renamed", _set(tree, key, value[:-1] + [value[-1] + ".x"])
+                if attrs.has(item_type):
+                    for i in indices:
+                        for description, item in _mutate(item_type, value[i], child(where, i)):
+                            yield description, _set(tree, key, value[:i] + [item] + value[i + 1:])
+                elif typing.get_origin(item_type) is list:
+                    for i in indices:
+                        inner = value[i]
+                        if isinstance(inner, list) and inner:
+                            yield f"{child(child(where, i), len(inner) - 1)} dropped", \
+                                _set(tree, key, value[:i] + [inner[:-1]] + value[i + 1:])
+                            yield f"{child(child(where, i), len(inner) - 1)} duplicated", \
+                                _set(tree, key, value[:i] + [inner + [inner[-1]]] + value[i + 1:])
+        elif origin is dict:
+            _key_type, item_type = typing.get_args(type_)
+            item_type, _ = _unwrap_optional(item_type)
+            keys = list(value)
+            for name in sorted({keys[0], keys[-1]}) if keys else []:
+                yield f"{child(where, name)} dropped", _set(tree, key, {k: v for k, v in value.items() if k != name})
+            if keys:
+                yield f"{child(where, keys[-1] + '.x')} added", _set(tree, key, {**value, keys[-1] + ".x": copy.deepcopy(value[keys[-1]])})
+                for name in sorted({keys[0], keys[-1]}):
+                    item = value[name]
+                    if attrs.has(item_type):
+                        for description, mutated in _mutate(item_type, item, child(where, name)):
+                            yield description, _set(tree, key, {**value, name: mutated})
+                    elif typing.get_origin(item_type) is list and isinstance(item, list):
+                        (inner_type,) = typing.get_args(item_type)
+                        if item:
+                            yield f"{child(child(where, name), len(item) - 1)} dropped", _set(tree, key, {**value, name: item[:-1]})
+                            yield f"{child(child(where, name), len(item) - 1)} duplicated", \
+                                _set(tree, key, {**value, name: item + [copy.deepcopy(item[-1])]})
+                            if attrs.has(inner_type):
+                                for description, mutated in _mutate(inner_type, item[0], child(child(where, name), 0)):
+                                    yield description, _set(tree, key, {**value, name: [mutated] + item[1:]})
+        elif attrs.has(type_):
+            for description, mutated in _mutate(type_, value, where):
+                yield description, _set(tree, key, mutated)
+
+
+def _set(tree: dict, key: str, value: Any) -> dict:
+    out = dict(tree)
+    out[key] = value
+    return out
+
+
+def _drop(tree: dict, key: str) -> dict:
+    return {k: v for k, v in tree.items() if k != key}
+
+
+def _default_tree(type_: Any) -> Any:
+    """A small well-typed instance of a nested object type (required fields only)."""
+    import typing
+
+    from .symbolic import _hints, _leaf_kind, _unwrap_optional
+    from ..models.codec import ABSENT
+
+    origin = typing.get_origin(type_)
+    if origin is list:
+        return []
+    if origin is dict:
+        return {}
+    if not attrs.has(type_):
+        return None
+    hints = _hints(type_)
+    out = {}
+    for field in attrs.fields(type_):
+        if field.default is not attrs.NOTHING and field.default is ABSENT:
+            continue
+        inner, _ = _unwrap_optional(hints[field.name])
+        leaf = _leaf_kind(inner)
+        if leaf is not None:
+            kind, literal = leaf
+            out[field.alias or field.name] = (literal[0] if literal else {"str": "x", "bool": False, "float": 1.0}.get(kind, 1))
+        else:
+            value = _default_tree(inner)
+            if value is None:
+                return None
+            out[field.alias or field.name] = value
+    return out

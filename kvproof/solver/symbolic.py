@@ -1,0 +1,678 @@
+"""Symbolic instances of kvproof's attrs models for a bounded shape, and back.
+
+A *template* (a JSON tree of the document kind, usually a shrunk example) fixes the shape:
+the length of every list, the keys of every mapping and which optional nested objects exist
+(absent, ``null`` or an object).  Everything else becomes a z3 term:
+
+======================  ============================================================
+model field             symbolic stand-in
+======================  ============================================================
+``int``                 ``Int`` with the axiom ``LD:int-range`` (0..2**53)
+``SignedInt``           ``Int`` with ``LD:signed-range`` (-2**53..2**53)
+``bool``                ``Bool``
+``float``               ``Real`` on a dyadic grid (``SHAPE:float-grid``: multiples of 2**-10,
+                        so a witness converts to a float exactly)
+``str``                 a Python ``str`` pinned from the template (names, layer names, storage
+                        ids: what bindings join on) or a z3 ``String`` (class names, kinds,
+                        modes: what bodies compare); a ``Literal`` adds ``LD:literal``
+optional leaf,          a :class:`SymValue`: a tag (absent / null / int / bool / float / str,
+``Scalar``              ``LD:tag``) with one payload per tag; it offers ``given``, ``present``,
+                        ``is_int``, ``value`` (the protocol of :mod:`kvproof.logic`'s
+                        ``Present``/``HasKey``/``IsInt``/``ValueOf``) and Python's ``==``
+                        semantics (``1 == True == 1.0``, ``None`` equals nothing else)
+======================  ============================================================
+
+The symbolic document is made of the model classes themselves (attrs does not check types), so a
+rule's binding and body run on it unchanged.  :meth:`SymbolicDocument.concretize` evaluates a
+z3 model back into attrs objects; :func:`witness_text` turns them into canonical JSON through the
+cattrs codec.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from fractions import Fraction
+from typing import Any, Iterable, Literal, get_args, get_origin
+
+import attrs
+import z3
+
+from ..models.codec import ABSENT, MAX_SAFE_INT, Scalar, SignedInt, dumps, unstructure
+from ..rules.core import child
+
+__all__ = [
+    "Policy", "SymValue", "Leaf", "SymbolicDocument", "build", "witness_text", "schema_path",
+    "FLOAT_GRID", "IDENTIFIER_FIELDS",
+]
+
+#: Float fields range over multiples of 1/FLOAT_GRID (exact in a float64).
+FLOAT_GRID = 1024
+#: String fields that name things other objects refer to: pinned from the template so bindings can
+#: join on them in plain Python.
+IDENTIFIER_FIELDS = frozenset({
+    "name", "model", "provenance", "description", "layer_names", "layers", "storage_id", "device",
+    "framework", "schema_version",
+})
+
+ABSENT_T, NULL_T, INT_T, BOOL_T, FLOAT_T, STR_T = range(6)
+TAG_NAMES = {ABSENT_T: "absent", NULL_T: "null", INT_T: "int", BOOL_T: "bool", FLOAT_T: "float", STR_T: "str"}
+
+
+@attrs.frozen
+class Policy:
+    """Which leaves of a template stay concrete.
+
+    ``pinned`` and ``free`` hold *schema paths* (field names joined by dots, list indices dropped,
+    mapping keys written ``*``: ``cache.groups.layer_specs.*.spec_type``) or bare field names.
+    A string leaf is pinned when its field name is an identifier (``IDENTIFIER_FIELDS``) or it is
+    listed in ``pinned``; a number or bool leaf only when listed in ``pinned``.  ``free`` wins.
+    """
+
+    pinned: frozenset[str] = frozenset()
+    free: frozenset[str] = frozenset()
+
+    def is_pinned(self, spath: str, kind: str) -> bool:
+        name = spath.rsplit(".", 1)[-1]
+        if spath in self.free or name in self.free:
+            return False
+        if spath in self.pinned or name in self.pinned:
+            return True
+        return kind == "str" and name in IDENTIFIER_FIELDS
+
+    def label(self) -> str:
+        parts = [f"pin {p}" for p in sorted(self.pinned)] + [f"free {p}" for p in sorted(self.free)]
+        return ", ".join(parts)
+
+
+def schema_path(spath: str, key: str) -> str:
+    return f"{spath}.{key}" if spath else key
+
+
+class SymbolicFlowError(TypeError):
+    """A symbolic value reached Python control flow (``if``, ``and``, ``in``, ``bool()``).
+
+    ``term`` is the z3 term (or None) and ``leaf`` the symbolic leaf (or None) that Python tried
+    to read as a bool; the prover pins the leaves involved and builds the shape again.
+    """
+
+    def __init__(self, message: str, term: Any = None, leaf: "Leaf | None" = None):
+        super().__init__(message)
+        self.term = term
+        self.leaf = leaf
+
+
+def _no_bool(self) -> bool:
+    raise SymbolicFlowError(
+        f"symbolic value {self.path} used in Python control flow; write the body with kvproof.logic helpers",
+        leaf=self._leaf)
+
+
+class SymValue:
+    """An optional or ``Scalar`` leaf: a tag with typed payloads."""
+
+    __bool__ = _no_bool
+
+    def __init__(self, leaf: "Leaf"):
+        self._leaf = leaf
+        self.path = leaf.path
+        self.tag = leaf.tag
+        tags = leaf.tags
+        self.given = self.tag != ABSENT_T if ABSENT_T in tags else z3.BoolVal(True)
+        nonvalue = [t for t in (ABSENT_T, NULL_T) if t in tags]
+        self.present = z3.And(*[self.tag != t for t in nonvalue]) if nonvalue else z3.BoolVal(True)
+        self.is_int = self.tag == INT_T if INT_T in tags else z3.BoolVal(False)
+        self.ival = leaf.payload.get(INT_T)
+        self.bval = leaf.payload.get(BOOL_T)
+        self.rval = leaf.payload.get(FLOAT_T)
+        self.sval = leaf.payload.get(STR_T)
+        #: ``ValueOf`` semantics: the integer when it holds one, else 0.
+        self.value = z3.If(self.is_int, self.ival, 0) if self.ival is not None else z3.IntVal(0)
+
+    def __repr__(self) -> str:
+        return f"SymValue({self.path})"
+
+    __hash__ = object.__hash__
+
+    # -- Python's == across JSON scalars ------------------------------------------------------
+    def _has(self, tag: int) -> bool:
+        return tag in self._leaf.tags
+
+    def _is(self, tag: int):
+        return self.tag == tag if self._has(tag) else z3.BoolVal(False)
+
+    def is_number(self):
+        return z3.Or(self._is(INT_T), self._is(BOOL_T), self._is(FLOAT_T))
+
+    def numeric(self):
+        """The number it holds (int, bool as 0/1, float) as a term; Int when only ints are possible."""
+        if not self._has(BOOL_T) and not self._has(FLOAT_T):
+            return self.ival if self.ival is not None else z3.IntVal(0)
+        real = z3.RealVal(0)
+        if self.rval is not None:
+            real = self.rval
+        if self.bval is not None:
+            real = z3.If(self._is(BOOL_T), z3.If(self.bval, z3.RealVal(1), z3.RealVal(0)), real)
+        if self.ival is not None:
+            real = z3.If(self._is(INT_T), z3.ToReal(self.ival), real)
+        return real
+
+    def __eq__(self, other: Any):  # noqa: PLR0911 - one case per JSON scalar type
+        if isinstance(other, SymValue):
+            parts = [z3.And(self.is_number(), other.is_number(), _num_eq(self.numeric(), other.numeric())),
+                     z3.And(self._is(NULL_T), other._is(NULL_T)),
+                     z3.And(self._is(ABSENT_T), other._is(ABSENT_T))]
+            if self.sval is not None and other.sval is not None:
+                parts.append(z3.And(self._is(STR_T), other._is(STR_T), self.sval == other.sval))
+            return z3.Or(*parts)
+        if other is None:
+            return self._is(NULL_T)
+        if other is ABSENT:
+            return self._is(ABSENT_T)
+        if isinstance(other, str):
+            return z3.And(self._is(STR_T), self.sval == z3.StringVal(other)) if self.sval is not None else z3.BoolVal(False)
+        if isinstance(other, (bool, int, float, Fraction)):
+            if self.sval is not None and not self.is_number_possible():
+                return z3.BoolVal(False)
+            return z3.And(self.is_number(), _num_eq(self.numeric(), _num_const(other)))
+        if z3.is_expr(other):
+            if other.sort() == z3.StringSort():
+                return z3.And(self._is(STR_T), self.sval == other) if self.sval is not None else z3.BoolVal(False)
+            if other.sort() == z3.BoolSort():
+                other = z3.If(other, z3.IntVal(1), z3.IntVal(0))
+            return z3.And(self.is_number(), _num_eq(self.numeric(), other))
+        return NotImplemented
+
+    def is_number_possible(self) -> bool:
+        return any(self._has(t) for t in (INT_T, BOOL_T, FLOAT_T))
+
+    def __ne__(self, other: Any):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else z3.Not(equal)
+
+    # -- ordering and arithmetic act on the number (concretely they raise on null/absent) ----
+    def _n(self):
+        if self.sval is not None and not self.is_number_possible():
+            return self.sval
+        return self.numeric()
+
+    def __lt__(self, o): return _num_op(self._n(), _unwrap(o), "lt")
+    def __le__(self, o): return _num_op(self._n(), _unwrap(o), "le")
+    def __gt__(self, o): return _num_op(self._n(), _unwrap(o), "gt")
+    def __ge__(self, o): return _num_op(self._n(), _unwrap(o), "ge")
+    def __add__(self, o): return _num_op(self._n(), _unwrap(o), "add")
+    def __radd__(self, o): return _num_op(_unwrap(o), self._n(), "add")
+    def __sub__(self, o): return _num_op(self._n(), _unwrap(o), "sub")
+    def __rsub__(self, o): return _num_op(_unwrap(o), self._n(), "sub")
+    def __mul__(self, o): return _num_op(self._n(), _unwrap(o), "mul")
+    def __rmul__(self, o): return _num_op(_unwrap(o), self._n(), "mul")
+    def __truediv__(self, o): return _num_op(self._n(), _unwrap(o), "truediv")
+    def __rtruediv__(self, o): return _num_op(_unwrap(o), self._n(), "truediv")
+    def __neg__(self): return -self._n()
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, SymValue):
+        return value._n()
+    if isinstance(value, Fraction):
+        return z3.RealVal(value)
+    return value
+
+
+def _num_const(value: Any):
+    if isinstance(value, bool):
+        return z3.IntVal(int(value))
+    if isinstance(value, int):
+        return z3.IntVal(value)
+    return z3.RealVal(Fraction(value))
+
+
+def _num_eq(a, b):
+    return _num_op(a, b, "eq")
+
+
+def _num_op(a: Any, b: Any, op: str):
+    a, b = _align(a, b)
+    if op == "eq":
+        return a == b
+    if op == "lt":
+        return a < b
+    if op == "le":
+        return a <= b
+    if op == "gt":
+        return a > b
+    if op == "ge":
+        return a >= b
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "truediv":
+        a = z3.ToReal(a) if z3.is_expr(a) and a.sort() == z3.IntSort() else a
+        b = z3.ToReal(b) if z3.is_expr(b) and b.sort() == z3.IntSort() else b
+        return a / b
+    raise ValueError(op)
+
+
+def _align(a: Any, b: Any):
+    """Bring two numeric operands (z3 terms or Python numbers) to one sort."""
+    if isinstance(a, bool):
+        a = int(a)
+    if isinstance(b, bool):
+        b = int(b)
+    if isinstance(a, float):
+        a = z3.RealVal(Fraction(a))
+    if isinstance(b, float):
+        b = z3.RealVal(Fraction(b))
+    if z3.is_expr(a) and z3.is_expr(b):
+        if a.sort() == z3.RealSort() and b.sort() == z3.IntSort():
+            b = z3.ToReal(b)
+        elif b.sort() == z3.RealSort() and a.sort() == z3.IntSort():
+            a = z3.ToReal(a)
+    return a, b
+
+
+# --------------------------------------------------------------------------------------------
+# Leaves
+
+
+_TYPE_TAG = {"int": INT_T, "signed": INT_T, "bool": BOOL_T, "float": FLOAT_T, "str": STR_T}
+
+
+@attrs.define(eq=False)
+class Leaf:
+    """One symbolic leaf of a document: its terms, its domain axioms and its template value."""
+
+    path: str
+    spath: str
+    kind: str  # int | signed | float | bool | str | scalar
+    optional: bool  # held in a SymValue (absent/null possible, or any scalar)
+    tags: tuple[int, ...] = ()
+    literal: tuple | None = None
+    tag: Any = None
+    payload: dict = attrs.field(factory=dict)
+    term: Any = None  # the stand-in placed into the model object
+    template: Any = ABSENT
+    axioms: list = attrs.field(factory=list)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """The leaf's path prefixed with its document label (unique within a shape)."""
+        return f"{self.label}{self.path}"
+
+    # -- domain ---------------------------------------------------------------------------------
+    def make(self, label: str) -> None:
+        self.label = label
+        name = f"{label}{self.path}"
+        if not self.optional:
+            self.term = self._payload(self._base_tag(), name)
+            return
+        self.tag = z3.Int(f"{name}#tag")
+        self.axioms.append((f"LD:tag {label}{self.path}", z3.Or(*[self.tag == t for t in self.tags])))
+        for tag in self.tags:
+            if tag in (ABSENT_T, NULL_T):
+                continue
+            self.payload[tag] = self._payload(tag, f"{name}#{TAG_NAMES[tag]}")
+        self.term = SymValue(self)
+
+    def _base_tag(self) -> int:
+        return _TYPE_TAG[self.kind]
+
+    def _payload(self, tag: int, name: str):
+        label_path = name
+        if tag == INT_T:
+            term = z3.Int(name)
+            low = 0 if self.kind == "int" else -MAX_SAFE_INT
+            axiom = "LD:int-range" if self.kind == "int" else ("LD:scalar-range" if self.kind == "scalar" else "LD:signed-range")
+            self.axioms.append((f"{axiom} {label_path}", z3.And(term >= low, term <= MAX_SAFE_INT)))
+            return term
+        if tag == BOOL_T:
+            return z3.Bool(name)
+        if tag == FLOAT_T:
+            term = z3.Real(name)
+            grid = z3.Int(f"{name}#grid")
+            self.axioms.append((f"SHAPE:float-grid {label_path}", z3.And(
+                term * FLOAT_GRID == z3.ToReal(grid), grid >= -MAX_SAFE_INT, grid <= MAX_SAFE_INT)))
+            return term
+        if tag == STR_T:
+            term = z3.String(name)
+            if self.literal is not None:
+                self.axioms.append((f"LD:literal {label_path}", z3.Or(*[term == z3.StringVal(v) for v in self.literal])))
+            return term
+        raise ValueError(tag)
+
+    # -- the template as a preference -----------------------------------------------------------
+    def template_eq(self):
+        """The leaf equals its template value (None when there is nothing to compare)."""
+        value = self.template
+        if not self.optional:
+            if value is ABSENT or value is None:
+                return None
+            try:
+                return self.term == _const_like(value, self.term)
+            except (TypeError, z3.Z3Exception):
+                return None
+        tag = _tag_of(value)
+        if tag is None or tag not in self.tags:
+            return None
+        parts = [self.tag == tag]
+        if tag in self.payload:
+            try:
+                parts.append(self.payload[tag] == _const_like(value, self.payload[tag]))
+            except (TypeError, z3.Z3Exception):
+                return None
+        return z3.And(*parts)
+
+    # -- back to Python -------------------------------------------------------------------------
+    def decode(self, model: z3.ModelRef) -> Any:
+        if not self.optional:
+            return _decode(model.eval(self.term, model_completion=True), self.kind)
+        tag = model.eval(self.tag, model_completion=True).as_long()
+        if tag == ABSENT_T:
+            return ABSENT
+        if tag == NULL_T:
+            return None
+        return _decode(model.eval(self.payload[tag], model_completion=True), {INT_T: "int", BOOL_T: "bool", FLOAT_T: "float", STR_T: "str"}[tag])
+
+
+def _tag_of(value: Any) -> int | None:
+    if value is ABSENT:
+        return ABSENT_T
+    if value is None:
+        return NULL_T
+    if isinstance(value, bool):
+        return BOOL_T
+    if isinstance(value, int):
+        return INT_T
+    if isinstance(value, float):
+        return FLOAT_T
+    if isinstance(value, str):
+        return STR_T
+    return None
+
+
+def _const_like(value: Any, term: Any):
+    sort = term.sort()
+    if sort == z3.IntSort():
+        if type(value) is not int:
+            raise TypeError(value)
+        return z3.IntVal(value)
+    if sort == z3.RealSort():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(value)
+        return z3.RealVal(Fraction(value))
+    if sort == z3.BoolSort():
+        if not isinstance(value, bool):
+            raise TypeError(value)
+        return z3.BoolVal(value)
+    if sort == z3.StringSort():
+        if not isinstance(value, str):
+            raise TypeError(value)
+        return z3.StringVal(value)
+    raise TypeError(sort)
+
+
+_ESCAPE = re.compile(r"\\u\{([0-9a-fA-F]+)\}")
+
+
+def _decode(value: Any, kind: str) -> Any:
+    if kind in ("int", "signed", "scalar") and z3.is_int_value(value):
+        return value.as_long()
+    if kind == "bool" or z3.is_bool(value):
+        return z3.is_true(value)
+    if kind == "float" or z3.is_rational_value(value):
+        fraction = value.as_fraction() if z3.is_rational_value(value) else Fraction(value.as_long())
+        as_float = float(fraction)
+        if Fraction(as_float) != fraction:
+            raise ValueError(f"real {fraction} is not a float64")
+        return as_float
+    if z3.is_string_value(value):
+        return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), value.as_string())
+    if z3.is_int_value(value):
+        return value.as_long()
+    raise TypeError(f"cannot decode {value} as {kind}")
+
+
+# --------------------------------------------------------------------------------------------
+# Building a symbolic document
+
+
+def _unwrap_optional(type_: Any) -> tuple[Any, bool]:
+    """(base type, null allowed)."""
+    if get_origin(type_) in (typing.Union, types.UnionType):
+        args = [a for a in get_args(type_) if a is not type(None)]
+        nullable = len(args) != len(get_args(type_))
+        if len(args) != 1:
+            raise TypeError(f"unsupported union {type_}")
+        return args[0], nullable
+    return type_, False
+
+
+def _leaf_kind(type_: Any) -> tuple[str, tuple | None] | None:
+    if type_ is Scalar:
+        return "scalar", None
+    if type_ is SignedInt:
+        return "signed", None
+    if type_ is bool:
+        return "bool", None
+    if type_ is int:
+        return "int", None
+    if type_ is float:
+        return "float", None
+    if type_ is str:
+        return "str", None
+    if get_origin(type_) is Literal:
+        options = get_args(type_)
+        if all(isinstance(o, str) for o in options):
+            return "str", tuple(options)
+        raise TypeError(f"unsupported literal {type_}")
+    return None
+
+
+_HINTS: dict[type, dict] = {}
+
+
+def _hints(cls: type) -> dict:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+@attrs.define(eq=False)
+class SymbolicDocument:
+    """A symbolic document: the model object, its leaves and its named domain axioms."""
+
+    obj: Any
+    cls: type
+    label: str
+    leaves: list[Leaf]
+
+    def var_map(self) -> dict[str, Leaf]:
+        """z3 constant name -> leaf."""
+        out: dict[str, Leaf] = {}
+        for leaf in self.leaves:
+            terms = [leaf.tag, *leaf.payload.values()] if leaf.optional else [leaf.term]
+            for term in terms:
+                if term is not None:
+                    out[str(term)] = leaf
+            for _name, axiom in leaf.axioms:
+                for var in _vars(axiom):
+                    out.setdefault(str(var), leaf)
+        return out
+
+    @property
+    def axioms(self) -> list[tuple[str, Any]]:
+        return [axiom for leaf in self.leaves for axiom in leaf.axioms]
+
+    def template_preferences(self) -> list[tuple[Leaf, Any]]:
+        out = []
+        for leaf in self.leaves:
+            eq = leaf.template_eq()
+            if eq is not None:
+                out.append((leaf, eq))
+        return out
+
+    def concretize(self, model: z3.ModelRef) -> Any:
+        """The attrs object the z3 model describes."""
+        return _concretize(self.obj, model)
+
+    def tree(self, model: z3.ModelRef) -> Any:
+        """The JSON tree (through the cattrs codec)."""
+        return unstructure(self.concretize(model))
+
+
+def build(cls: type, template: Any, label: str = "", policy: Policy | None = None) -> SymbolicDocument:
+    """A symbolic instance of ``cls`` shaped like the JSON tree ``template``."""
+    policy = policy or Policy()
+    leaves: list[Leaf] = []
+    obj = _build_attrs(cls, template, "$", "", label, policy, leaves)
+    return SymbolicDocument(obj, cls, label, leaves)
+
+
+def _build_attrs(cls: type, tree: Any, path: str, spath: str, label: str, policy: Policy, leaves: list) -> Any:
+    if not isinstance(tree, dict):
+        raise TypeError(f"template at {path} is not an object for {cls.__name__}")
+    hints = _hints(cls)
+    kwargs = {}
+    for field in attrs.fields(cls):
+        key = field.alias or field.name
+        type_, nullable = _unwrap_optional(hints[field.name])
+        absentable = field.default is ABSENT
+        value = tree.get(key, ABSENT)
+        kwargs[key] = _build_value(type_, nullable, absentable, value, child(path, key),
+                                   schema_path(spath, key), label, policy, leaves)
+    return cls(**kwargs)
+
+
+def _build_value(type_: Any, nullable: bool, absentable: bool, value: Any, path: str, spath: str,
+                 label: str, policy: Policy, leaves: list) -> Any:
+    leaf_kind = _leaf_kind(type_)
+    if leaf_kind is not None:
+        kind, literal = leaf_kind
+        return _build_leaf(kind, literal, nullable, absentable, value, path, spath, label, policy, leaves)
+    # containers and nested objects: their existence is part of the shape
+    if value is ABSENT:
+        if not absentable:
+            raise TypeError(f"template lacks required {path}")
+        return ABSENT
+    if value is None:
+        if not nullable:
+            raise TypeError(f"template has null at non-nullable {path}")
+        return None
+    origin = get_origin(type_)
+    if origin is list:
+        (item_type,) = get_args(type_)
+        item_type, item_nullable = _unwrap_optional(item_type)
+        return [
+            _build_value(item_type, item_nullable, False, item, child(path, index), spath, label, policy, leaves)
+            for index, item in enumerate(value)
+        ]
+    if origin is dict:
+        _key_type, item_type = get_args(type_)
+        item_type, item_nullable = _unwrap_optional(item_type)
+        return {
+            key: _build_value(item_type, item_nullable, False, item, child(path, key), schema_path(spath, "*"),
+                              label, policy, leaves)
+            for key, item in value.items()
+        }
+    if attrs.has(type_):
+        return _build_attrs(type_, value, path, spath, label, policy, leaves)
+    raise TypeError(f"unsupported field type {type_} at {path}")
+
+
+def _build_leaf(kind: str, literal: tuple | None, nullable: bool, absentable: bool, value: Any, path: str,
+                spath: str, label: str, policy: Policy, leaves: list) -> Any:
+    if literal is not None and len(literal) == 1 and not nullable and not absentable:
+        return literal[0]
+    if policy.is_pinned(spath, kind):
+        if value is ABSENT and not absentable:
+            raise TypeError(f"template lacks pinned required {path}")
+        return value
+    optional = kind == "scalar" or nullable or absentable
+    tags: tuple[int, ...] = ()
+    if optional:
+        tags = tuple(
+            ([ABSENT_T] if absentable else []) + ([NULL_T] if nullable or kind == "scalar" else [])
+            + ([INT_T, BOOL_T, FLOAT_T] if kind == "scalar" else [_TYPE_TAG[kind]])
+        )
+    leaf = Leaf(path=path, spath=spath, kind=kind, optional=optional, tags=tags, literal=literal, template=value)
+    leaf.make(label)
+    leaves.append(leaf)
+    return leaf.term
+
+
+def _concretize(value: Any, model: z3.ModelRef) -> Any:
+    def leaf_value(item: Any) -> Any:
+        if isinstance(item, SymValue):
+            return item._leaf.decode(model)
+        return _decode(model.eval(item, model_completion=True), _sort_kind(item))
+
+    return _rebuild(value, leaf_value)
+
+
+def _rebuild(value: Any, leaf_value) -> Any:
+    if isinstance(value, SymValue) or z3.is_expr(value):
+        return leaf_value(value)
+    if isinstance(value, list):
+        return [_rebuild(item, leaf_value) for item in value]
+    if isinstance(value, dict):
+        return {key: _rebuild(item, leaf_value) for key, item in value.items()}
+    if attrs.has(type(value)):
+        return type(value)(**{(f.alias or f.name): _rebuild(getattr(value, f.name), leaf_value) for f in attrs.fields(type(value))})
+    return value
+
+
+def _concretize_template(doc: "SymbolicDocument") -> Any:
+    """The JSON tree of a symbolic document's template values (after a repair, the repaired ones)."""
+    by_term = {str(leaf.term): leaf for leaf in doc.leaves if not leaf.optional}
+
+    def leaf_value(item: Any) -> Any:
+        if isinstance(item, SymValue):
+            return item._leaf.template
+        return by_term[str(item)].template
+
+    return unstructure(_rebuild(doc.obj, leaf_value))
+
+
+def _sort_kind(term: Any) -> str:
+    sort = term.sort()
+    if sort == z3.IntSort():
+        return "int"
+    if sort == z3.BoolSort():
+        return "bool"
+    if sort == z3.RealSort():
+        return "float"
+    return "str"
+
+
+def witness_text(obj: Any) -> str:
+    """Canonical JSON text of a concrete model object."""
+    return dumps(unstructure(obj))
+
+
+def iter_terms(value: Any) -> Iterable[Any]:
+    """Every z3 term of a symbolic value (for diagnostics and tests)."""
+    if isinstance(value, SymValue):
+        yield value.tag
+        yield from value._leaf.payload.values()
+    elif z3.is_expr(value):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from iter_terms(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from iter_terms(item)
+    elif attrs.has(type(value)):
+        for f in attrs.fields(type(value)):
+            yield from iter_terms(getattr(value, f.name))
+
+
+def _vars(term: Any) -> list:
+    from z3.z3util import get_vars
+
+    return get_vars(term)

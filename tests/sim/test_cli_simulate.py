@@ -1,0 +1,58 @@
+"""``kvproof.commands.simulate.run``: exit codes, text and JSON output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kvproof.commands.simulate import run
+
+from conftest import GEOMETRIES
+
+
+def test_json_output_is_simulate_document(capsys) -> None:
+    code = run(str(GEOMETRIES / "plain-32-full-attention.json"), "json")
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["status"] == "ok"
+    assert out["num_blocks"] == 10_240
+
+
+def test_text_output(capsys) -> None:
+    code = run(str(GEOMETRIES / "bamba-like-align.json"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "KV cache groups (11), layout LBNHC" in out
+    assert "num_blocks               3,309" in out
+    assert "max_concurrency          35.58x" in out
+    assert "scheduler / hash         528 / 528" in out
+
+
+def test_refusal_exits_1_with_vllm_text(capsys) -> None:
+    code = run(str(GEOMETRIES / "refusal-not-enough-memory.json"))
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "(8192), (1.0 GiB KV cache is needed" in out
+
+
+def test_bad_input_exits_2(tmp_path, capsys) -> None:
+    path = tmp_path / "g.json"
+    path.write_text('{"layers": [], "max_model_len": 8, "available_memory_bytes": 1, "extra": 1}')
+    assert run(str(path)) == 2
+    err = capsys.readouterr().err
+    assert "$.extra: unknown key 'extra'" in err
+    assert run(str(tmp_path / "missing.json"), "json") == 2
+    assert json.loads(capsys.readouterr().out)["status"] == "bad_input"
+
+
+def test_simulate_imports_neither_z3_nor_torch_nor_vllm() -> None:
+    code = (
+        "import sys, json\n"
+        "from kvproof.sim import simulate_document\n"
+        f"doc = json.load(open({str(GEOMETRIES / 'glm-like-packed.json')!r}))\n"
+        "assert simulate_document(doc)['status'] == 'ok'\n"
+        "bad = [m for m in ('z3', 'torch', 'vllm', 'hypothesis') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
