@@ -51,6 +51,16 @@ def simulate(geometry: str, fmt: str) -> None:
     sys.exit(run(geometry, fmt))
 
 
+@cli.command()
+@click.argument("geometry", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Directory for the records.")
+def synth(geometry: str, output: str) -> None:
+    """Write the worker and scheduler records vLLM 0.33.0 would write for a geometry."""
+    from .commands.synth import run
+
+    sys.exit(run(geometry, output))
+
+
 @cli.command(name="rules")
 @click.argument("ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)

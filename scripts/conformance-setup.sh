@@ -87,6 +87,18 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 
+pip_install() {  # pip install "$@"; on failure print everything, else only what is not known noise
+  local out
+  out="$(mktemp)"
+  if ! "${pip[@]}" install -q "$@" >"$out" 2>&1; then
+    cat "$out"; rm -f "$out"; exit 1
+  fi
+  # Noise: the machine's pip.conf names local index folders that do not exist, and pip's resolver
+  # notes that vllm's own (deliberately not installed) requirements are missing.
+  grep -v -E "^(WARNING: Location '|ERROR: pip's dependency resolver|vllm 0\.33\.0 requires)" "$out" || true
+  rm -f "$out"
+}
+
 installed() {  # installed <dist> <version-prefix>: true when that version is present
   "$venv/bin/python" - "$1" "$2" <<'PY'
 import sys
@@ -102,7 +114,7 @@ if installed torch 2.13.0; then
   log "torch 2.13.0 present"
 else
   log "installing $TORCH (CPU build)"
-  "${pip[@]}" install -q "$TORCH"
+  pip_install "$TORCH"
 fi
 
 if installed vllm "$VLLM_VERSION"; then
@@ -114,26 +126,20 @@ else
   fi
   if [[ -n "$wheel" && -f "$wheel" ]]; then
     log "installing vllm $VLLM_VERSION --no-deps from $wheel"
-    "${pip[@]}" install -q --no-deps "$wheel"
+    pip_install --no-deps "$wheel"
   else
     log "installing vllm==$VLLM_VERSION --no-deps from the registry"
-    "${pip[@]}" install -q --no-deps "vllm==$VLLM_VERSION"
+    pip_install --no-deps "vllm==$VLLM_VERSION"
   fi
 fi
 
 log "installing the planning modules' imports"
-# pip's resolver warns that vllm's own (unwanted) requirements are missing; hide only that noise.
-pip_log="$(mktemp)"
 # shellcheck disable=SC2086
-if ! "${pip[@]}" install -q $REQUIREMENTS >"$pip_log" 2>&1; then
-  cat "$pip_log"; rm -f "$pip_log"; exit 1
-fi
-grep -v -E "^(WARNING: Location|ERROR: pip's dependency resolver|vllm 0\.33\.0 requires)" "$pip_log" || true
-rm -f "$pip_log"
+pip_install $REQUIREMENTS
 if installed xgrammar 0.2.8; then
   log "xgrammar 0.2.8 present"
 else
-  "${pip[@]}" install -q --no-deps "$XGRAMMAR"
+  pip_install --no-deps "$XGRAMMAR"
 fi
 
 log "checking imports"

@@ -15,7 +15,7 @@ views, never on ``num_blocks``:
 
 from __future__ import annotations
 
-from ..logic import And, Implies, Max, Min, Not, cdiv, div, is_symbolic
+from ..logic import And, If, Implies, Max, Min, Not, cdiv, div, is_symbolic
 from .core import Instance, binding, child, rule
 from .layout import layer_view_lists, layer_views, places
 from .view_coverage import ratio_of, select
@@ -245,14 +245,15 @@ def view_extent(view, place):
     return extent
 
 
-def _inner_extent(view, after: int):
-    """Span of the non-block dimensions after position ``after`` (all of them for -1)."""
+def stride_order(view) -> list[int]:
+    """The non-block dimensions from the smallest stride up. A concrete view is sorted by its
+    strides (vLLM's layouts permute H and N inside a block); a symbolic view keeps its shape order
+    reversed, the order its document's shape pins."""
     axis = block_axis(view)
-    extent = view.element_size_bytes
-    for index, (size, stride) in enumerate(zip(view.shape, view.stride_bytes)):
-        if index > after and index != axis:
-            extent = extent + (size - 1) * stride
-    return extent
+    dims = [i for i in range(len(view.shape)) if i != axis]
+    if is_symbolic(*view.stride_bytes):
+        return list(reversed(dims))
+    return sorted(dims, key=lambda i: (view.stride_bytes[i], -i))
 
 
 @rule(
@@ -263,19 +264,20 @@ def _inner_extent(view, after: int):
     source=_VIEWS,
 )
 def view_dimensions_disjoint(view, place, num_blocks):
-    """Within one manager block, element index vectors map to distinct bytes: every non-block
-    dimension's stride (in shape order) clears the span of the dimensions after it, and the kernel
-    rows of a split block clear one row."""
+    """Within one manager block, element index vectors map to distinct bytes: taking the
+    non-block dimensions from the smallest stride up, each stride clears the span of those before
+    it, and the kernel rows of a split block clear one row."""
     if len(view.shape) != len(view.stride_bytes):
         return False
-    checks = [view.element_size_bytes > 0]
     axis = block_axis(view)
-    for index, (size, stride) in enumerate(zip(view.shape, view.stride_bytes)):
-        if index == axis:
-            continue
+    checks = [view.element_size_bytes > 0]
+    span = view.element_size_bytes
+    for index in stride_order(view):
+        size, stride = view.shape[index], view.stride_bytes[index]
         checks.append(stride >= 0)
-        checks.append(Implies(size > 1, stride >= _inner_extent(view, index)))
-    checks.append(Implies(ratio_of(view, place) > 1, select(view.stride_bytes, axis) >= _inner_extent(view, -1)))
+        checks.append(Implies(size > 1, stride >= span))
+        span = span + If(size > 1, (size - 1) * stride, 0)
+    checks.append(Implies(ratio_of(view, place) > 1, select(view.stride_bytes, axis) >= span))
     return And(*checks)
 
 

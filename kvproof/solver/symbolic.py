@@ -615,6 +615,8 @@ def _concretize(value: Any, model: z3.ModelRef) -> Any:
 
 
 def _rebuild(value: Any, leaf_value) -> Any:
+    if value is ABSENT or value is None:
+        return value
     if isinstance(value, SymValue) or z3.is_expr(value):
         return leaf_value(value)
     if isinstance(value, list):

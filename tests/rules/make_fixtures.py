@@ -301,7 +301,7 @@ def record_cases():
                   f"pages of {mm_layers[i]} and {mm_layers[i + 1]} overlap, but only the same block of different groups may share bytes")
                  for i in range(len(mm_layers) - 1)]))
     out += [
-        ("BO007", "ssm_dimensions_overlap", worker, [(["cache", "layer_tensors", KDA0, 3, "stride_bytes"], [13516800, 65536, 4, 512])],
+        ("BO007", "ssm_dimensions_overlap", worker, [(["cache", "layer_tensors", KDA0, 3, "stride_bytes"], [13516800, 65536, 512, 2])],
          [("BO007", lt(KDA0, 3), f"layer view dimensions overlap: {KDA0}")]),
         ("BO008", "mla_view_past_page", worker, [(["cache", "layer_tensors", MLA3, 0, "storage_offset_bytes"], lambda v: v + 512)],
          [("BO008", lt(MLA3, 0) + ".storage_offset_bytes", f"layer view exceeds its page: {MLA3}")]),
