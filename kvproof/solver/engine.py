@@ -197,7 +197,7 @@ class Session:
         if exc.term is not None:
             from z3.z3util import get_vars
 
-            leaves = [self.var_leaf.get(str(v)) for v in get_vars(exc.term)]
+            leaves = [self.var_leaf.get(v.decl().name()) for v in get_vars(exc.term)]
             return {leaf.spath for leaf in leaves if leaf is not None}
         return set()
 
@@ -262,7 +262,7 @@ class Session:
                 literal = z3.Bool(f"repair {leaf_label(self, leaf)}")
                 solver.add(z3.Implies(literal, equal))
                 literals.append(literal)
-                leaves[str(literal)] = leaf
+                leaves[literal.decl().name()] = leaf
             active_rules = list(rules)
             for _ in range(len(rules) + 1):
                 solver.push()
@@ -270,7 +270,7 @@ class Session:
                     solver.assert_and_track(z3.And(*self.encoded[rule.id].terms), f"repair:{rule.id}")
                 result = solver.check()
                 if result == z3.unsat:
-                    core = {str(c) for c in solver.unsat_core()}
+                    core = {c.decl().name() for c in solver.unsat_core()}
                     blamed = [rule for rule in active_rules if f"repair:{rule.id}" in core]
                     solver.pop()
                     if not blamed:
@@ -407,19 +407,19 @@ class Session:
             if result == z3.unknown:
                 reason = solver.reason_unknown()
                 break
-            core = [str(c) for c in solver.unsat_core()]
+            core = [c.decl().name() for c in solver.unsat_core()]
             pinned = {c for c in core if c in names}
             if not pinned:
                 return Outcome("unsat", core=core, released=released)
             released += sorted(pinned)
-            active = [lit for lit in active if str(lit) not in pinned]
+            active = [lit for lit in active if lit.decl().name() not in pinned]
             if not active:
                 break
         result = solver.check()
         if result == z3.sat:
             return Outcome("sat", model=solver.model(), released=sorted(names))
         if result == z3.unsat:
-            return Outcome("unsat", core=[str(c) for c in solver.unsat_core()], released=sorted(names))
+            return Outcome("unsat", core=[c.decl().name() for c in solver.unsat_core()], released=sorted(names))
         return Outcome("unknown", reason=solver.reason_unknown() or reason)
 
     # -- witnesses --------------------------------------------------------------------------

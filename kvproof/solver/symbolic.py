@@ -298,6 +298,7 @@ class Leaf:
     template: Any = ABSENT
     axioms: list = attrs.field(factory=list)
     label: str = ""
+    var_names: list = attrs.field(factory=list)
 
     @property
     def name(self) -> str:
@@ -312,6 +313,7 @@ class Leaf:
             self.term = self._payload(self._base_tag(), name)
             return
         self.tag = z3.Int(f"{name}#tag")
+        self.var_names.append(f"{name}#tag")
         self.axioms.append((f"LD:tag {label}{self.path}", z3.Or(*[self.tag == t for t in self.tags])))
         for tag in self.tags:
             if tag in (ABSENT_T, NULL_T):
@@ -324,6 +326,7 @@ class Leaf:
 
     def _payload(self, tag: int, name: str):
         label_path = name
+        self.var_names.append(name)
         if tag == INT_T:
             term = z3.Int(name)
             low = 0 if self.kind == "int" else -MAX_SAFE_INT
@@ -335,6 +338,7 @@ class Leaf:
         if tag == FLOAT_T:
             term = z3.Real(name)
             grid = z3.Int(f"{name}#grid")
+            self.var_names.append(f"{name}#grid")
             self.axioms.append((f"SHAPE:float-grid {label_path}", z3.And(
                 term * FLOAT_GRID == z3.ToReal(grid), grid >= -MAX_SAFE_INT, grid <= MAX_SAFE_INT)))
             return term
@@ -493,16 +497,7 @@ class SymbolicDocument:
 
     def var_map(self) -> dict[str, Leaf]:
         """z3 constant name -> leaf."""
-        out: dict[str, Leaf] = {}
-        for leaf in self.leaves:
-            terms = [leaf.tag, *leaf.payload.values()] if leaf.optional else [leaf.term]
-            for term in terms:
-                if term is not None:
-                    out[str(term)] = leaf
-            for _name, axiom in leaf.axioms:
-                for var in _vars(axiom):
-                    out.setdefault(str(var), leaf)
-        return out
+        return {name: leaf for leaf in self.leaves for name in leaf.var_names}
 
     @property
     def axioms(self) -> list[tuple[str, Any]]:
@@ -630,12 +625,12 @@ def _rebuild(value: Any, leaf_value) -> Any:
 
 def _concretize_template(doc: "SymbolicDocument") -> Any:
     """The JSON tree of a symbolic document's template values (after a repair, the repaired ones)."""
-    by_term = {str(leaf.term): leaf for leaf in doc.leaves if not leaf.optional}
+    by_term = {leaf.term.get_id(): leaf for leaf in doc.leaves if not leaf.optional}
 
     def leaf_value(item: Any) -> Any:
         if isinstance(item, SymValue):
             return item._leaf.template
-        return by_term[str(item)].template
+        return by_term[item.get_id()].template
 
     return unstructure(_rebuild(doc.obj, leaf_value))
 

@@ -20,6 +20,7 @@ GLM_WORKER = EXAMPLES / "glm53flash-tp4" / "worker-dp0-tp0-pp0.json"
 GLM_SCHEDULER = EXAMPLES / "glm53flash-tp4" / "scheduler-dp0.json"
 MM_WORKER = EXAMPLES / "minimax-m27-tp4" / "worker-dp0-tp0-pp0.json"
 MM_SCHEDULER = EXAMPLES / "minimax-m27-tp4" / "scheduler-dp0.json"
+SWA_SCHEDULER = EXAMPLES / "gemma-like-swa" / "scheduler-dp0.json"
 
 G = "$.resources.cache_groups"
 RM = "$.resources.runtime_memory"
@@ -196,6 +197,7 @@ def record_cases():
     scheduler = json.loads(GLM_SCHEDULER.read_text())
     mm_worker = json.loads(MM_WORKER.read_text())
     mm_scheduler = json.loads(MM_SCHEDULER.read_text())
+    swa_scheduler = json.loads(SWA_SCHEDULER.read_text())
     gl = worker["cache"]["groups"]
     ring_layers = gl[5]["layer_names"]
     kda0_layers = ", ".join(gl[0]["layer_names"])
@@ -319,6 +321,14 @@ def record_cases():
          [(["cache", "kv_cache_max_concurrency"], 13697 / 491), (["cache", "kv_cache_size_tokens"], int(13697 / 491 * 1048576))],
          [("SU002", "$.cache.kv_cache_max_concurrency",
            f"{sched} records kv_cache_max_concurrency {13697 / 491!r}, which gives 491 blocks per request, but its cache groups reserve 495")]),
+        # A sliding-window layout (which seed 001's importer skipped): the window costs
+        # cdiv(min(W - 1 + in-flight tokens, L), bs) + 1 = 1,089 blocks per SWA group with async
+        # scheduling (2 x 8,192 tokens in flight), not the 65 of the window alone.
+        ("SU002", "sliding_window_without_in_flight_tokens", swa_scheduler,
+         [(["cache", "kv_cache_max_concurrency"], 40960 / 2243), (["cache", "kv_cache_size_tokens"], int(40960 / 2243 * 32768))],
+         [("SU002", "$.cache.kv_cache_max_concurrency",
+           f"scheduler dp0 records kv_cache_max_concurrency {40960 / 2243!r}, which gives 2243 blocks per request, "
+           "but its cache groups reserve 5315")]),
         ("SU003", "size_tokens_off_by_one", scheduler, [(["cache", "kv_cache_size_tokens"], 29014840)],
          [("SU003", "$.cache.kv_cache_size_tokens",
            f"{sched} records kv_cache_size_tokens 29014840, but int(kv_cache_max_concurrency * max_model_len) is 29014839")]),
