@@ -22,7 +22,7 @@ from typing import Any, Iterable
 __all__ = [
     "is_symbolic", "If", "And", "Or", "Not", "Implies", "div", "mod", "cdiv", "round_up",
     "fdiv", "Sum", "Min", "Max", "gcd", "lcm", "concrete_bool", "z3",
-    "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar", "IsNumber", "RealOf", "OrDefault",
+    "concrete_only", "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar", "IsNumber", "RealOf", "OrDefault",
 ]
 
 _z3 = None
@@ -41,8 +41,30 @@ def z3():
 _PLAIN_TYPES = frozenset({int, bool, float, str, type(None), list, tuple, dict})
 
 
+#: Set by the concrete checker while it evaluates loaded documents (see :func:`concrete_only`):
+#: the helpers then skip the per-argument test for z3 terms, the checker's hottest path.
+_CONCRETE_ONLY = False
+
+
+class concrete_only:
+    """Context manager: every value passed to the helpers is concrete (no z3 term can occur)."""
+
+    def __enter__(self):
+        global _CONCRETE_ONLY
+        self._previous = _CONCRETE_ONLY
+        _CONCRETE_ONLY = True
+        return self
+
+    def __exit__(self, *exc):
+        global _CONCRETE_ONLY
+        _CONCRETE_ONLY = self._previous
+        return False
+
+
 def is_symbolic(*values: Any) -> bool:
     """True when any value is a z3 expression (checked without importing z3)."""
+    if _CONCRETE_ONLY:
+        return False
     for value in values:
         kind = type(value)
         if kind in _PLAIN_TYPES:
@@ -61,6 +83,8 @@ def _flatten(values: tuple) -> list:
 
 
 def If(condition: Any, then: Any, otherwise: Any) -> Any:
+    if _CONCRETE_ONLY:
+        return then if condition else otherwise
     if is_symbolic(condition, then, otherwise):
         z = z3()
         then, otherwise = _coerce_pair(then, otherwise)
@@ -95,6 +119,8 @@ def _lift(value: Any, like: Any) -> Any:
 
 
 def And(*values: Any) -> Any:
+    if _CONCRETE_ONLY:
+        return all(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple)) else all(values)
     items = _flatten(values)
     if is_symbolic(*items):
         return z3().And(*items)
@@ -102,6 +128,8 @@ def And(*values: Any) -> Any:
 
 
 def Or(*values: Any) -> Any:
+    if _CONCRETE_ONLY:
+        return any(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple)) else any(values)
     items = _flatten(values)
     if is_symbolic(*items):
         return z3().Or(*items)
@@ -109,12 +137,16 @@ def Or(*values: Any) -> Any:
 
 
 def Not(value: Any) -> Any:
+    if _CONCRETE_ONLY:
+        return not value
     if is_symbolic(value):
         return z3().Not(value)
     return not value
 
 
 def Implies(premise: Any, conclusion: Any) -> Any:
+    if _CONCRETE_ONLY:
+        return (not premise) or bool(conclusion)
     if is_symbolic(premise, conclusion):
         return z3().Implies(premise, conclusion)
     return (not premise) or bool(conclusion)
@@ -232,28 +264,28 @@ def concrete_bool(value: Any) -> bool:
 
 def Present(value: Any) -> Any:
     """The field holds a value (not absent, not null)."""
-    if hasattr(value, "present") and is_symbolic(value.present):
+    if not _CONCRETE_ONLY and hasattr(value, "present") and is_symbolic(value.present):
         return value.present
     return value is not None and type(value).__name__ != "Absent"
 
 
 def HasKey(value: Any) -> Any:
     """The document holds the key (its value may be null)."""
-    if hasattr(value, "given") and is_symbolic(value.given):
+    if not _CONCRETE_ONLY and hasattr(value, "given") and is_symbolic(value.given):
         return value.given
     return type(value).__name__ != "Absent"
 
 
 def IsInt(value: Any) -> Any:
     """The field holds an integer (a bool or a float is not one)."""
-    if hasattr(value, "is_int") and is_symbolic(value.is_int):
+    if not _CONCRETE_ONLY and hasattr(value, "is_int") and is_symbolic(value.is_int):
         return value.is_int
     return type(value) is int
 
 
 def ValueOf(value: Any, default: Any = 0) -> Any:
     """The integer value of an optional or scalar field; ``default`` when it holds none."""
-    if hasattr(value, "value") and is_symbolic(getattr(value, "value")):
+    if not _CONCRETE_ONLY and hasattr(value, "value") and is_symbolic(getattr(value, "value")):
         return value.value
     if type(value) is int:
         return value
@@ -267,14 +299,14 @@ def IntIs(value: Any, predicate) -> Any:
 
 def SameScalar(a: Any, b: Any) -> Any:
     """Two evidence values are the same JSON value (``true`` is not ``1``, ``1.0`` is not ``1``)."""
-    if is_symbolic(*(getattr(v, attr, None) for v in (a, b) for attr in ("is_int", "value", "present"))):
+    if not _CONCRETE_ONLY and is_symbolic(*(getattr(v, attr, None) for v in (a, b) for attr in ("is_int", "value", "present"))):
         return And(Present(a) == Present(b), IsInt(a) == IsInt(b), ValueOf(a) == ValueOf(b))
     return type(a) is type(b) and a == b
 
 
 def IsNumber(value: Any) -> Any:
     """The field holds a finite int or float (a bool is not a number here)."""
-    if hasattr(value, "is_number") and is_symbolic(value.is_number):
+    if not _CONCRETE_ONLY and hasattr(value, "is_number") and is_symbolic(value.is_number):
         return value.is_number
     return type(value) in (int, float) and math.isfinite(value)
 
@@ -282,7 +314,7 @@ def IsNumber(value: Any) -> Any:
 def RealOf(value: Any) -> Any:
     """The exact value of a numeric field: a ``Fraction`` concretely (0 for a non-number), a z3
     Real symbolically, so float evidence compares exactly in both worlds."""
-    if hasattr(value, "real_value") and is_symbolic(value.real_value):
+    if not _CONCRETE_ONLY and hasattr(value, "real_value") and is_symbolic(value.real_value):
         return value.real_value
     if type(value) in (int, float) and math.isfinite(value):
         from fractions import Fraction
@@ -295,7 +327,7 @@ def RealOf(value: Any) -> Any:
 
 def OrDefault(value: Any, default: Any) -> Any:
     """An optional field's value, or ``default`` when it is absent or null."""
-    if hasattr(value, "present") and is_symbolic(value.present):
+    if not _CONCRETE_ONLY and hasattr(value, "present") and is_symbolic(value.present):
         return If(value.present, value.value, default)
     if value is None or type(value).__name__ == "Absent":
         return default

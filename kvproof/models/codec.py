@@ -18,7 +18,10 @@ for a document written in the canonical layout of :func:`dumps`.
 from __future__ import annotations
 
 import json
+import itertools
 import math
+import sys
+import threading
 import types
 import typing
 from typing import Any, Literal, NewType, TypeVar, get_args, get_origin
@@ -38,6 +41,11 @@ __all__ = [
 MAX_SAFE_INT = 2**53
 #: Documents larger than this are refused before parsing (bounded time and memory for a CI gate).
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+#: At most this many loader diagnostics per document (then one saying that more were left out),
+#: and at most :data:`MAX_PROBLEMS_PER_CONTAINER` per array or object: a ten-million-element array
+#: of wrong values costs bounded time and memory, not one exception per element.
+MAX_PROBLEMS = 200
+MAX_PROBLEMS_PER_CONTAINER = 20
 
 T = TypeVar("T")
 
@@ -77,6 +85,14 @@ class _NonFinite(float):
         obj = super().__new__(cls, float(literal.replace("Infinity", "inf")))
         obj.literal = literal
         return obj
+
+
+class _HugeInt:
+    """An integer literal longer than Python converts (``sys.get_int_max_str_digits()``), kept
+    by the parser's second pass so the scan can name its path."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
 
 
 class _DuplicateKeys(dict):
@@ -143,14 +159,34 @@ def parse_json(data: bytes | str, file: str | None = None) -> Any:
         raise InputError([_syntax(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file)]) from None
     except RecursionError:
         raise InputError([_syntax("JSON nesting is too deep", file)]) from None
+    except ValueError:
+        # An integer literal past Python's digit limit (CPython refuses int() of more than
+        # 4,300 digits, in linear time); parse again and keep such literals as markers.
+        tree = json.loads(text, object_pairs_hook=object_pairs, parse_constant=constant, parse_float=number,
+                          parse_int=_huge_int)
+        flagged.append(True)
     if flagged:
-        problems = list(_scan(tree, file))
+        problems = list(itertools.islice(_scan(tree, file), MAX_PROBLEMS + 1))
+        if len(problems) > MAX_PROBLEMS:
+            problems[MAX_PROBLEMS:] = [_more_problems(file)]
         if problems:
             raise InputError(problems)
     return tree
 
 
+def _huge_int(literal: str) -> int | _HugeInt:
+    digits = len(literal.lstrip("-"))
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    if limit and digits > limit:
+        return _HugeInt(digits)
+    return int(literal)
+
+
 _INFINITIES = (math.inf, -math.inf)
+
+
+def _more_problems(file: str | None) -> Diagnostic:
+    return Diagnostic(LOAD_SCHEMA, "$", f"more problems not reported after the first {MAX_PROBLEMS}", file)
 
 
 def _syntax(message: str, file: str | None) -> Diagnostic:
@@ -158,24 +194,41 @@ def _syntax(message: str, file: str | None) -> Diagnostic:
 
 
 def _scan(tree: Any, file: str | None):
-    """Report duplicate keys and non-finite numbers, iteratively (no recursion limit)."""
-    stack: list[tuple[str, Any]] = [("$", tree)]
+    """Report duplicate keys, non-finite numbers and oversized integer literals in document
+    order, iteratively (no recursion limit) and lazily (a stack of iterators, not of every
+    child: a flat array of ten million values costs no extra memory)."""
+    yield from _scan_node("$", tree, file)
+    stack: list[tuple[str, Any]] = []
+    if isinstance(tree, (dict, list)):
+        stack.append((("$", _children(tree))))
     while stack:
-        path, node = stack.pop()
-        if isinstance(node, dict):
-            if isinstance(node, _DuplicateKeys):
-                for key in node.duplicates:
-                    yield Diagnostic(LOAD_SCHEMA, _join(path, key), f"duplicate key {key!r}", file)
-            for key in reversed(list(node)):
-                stack.append((_join(path, key), node[key]))
-        elif isinstance(node, list):
-            for index in range(len(node) - 1, -1, -1):
-                stack.append((f"{path}[{index}]", node[index]))
-        elif isinstance(node, float) and not math.isfinite(node):
-            if isinstance(node, _NonFinite):
-                yield Diagnostic(LOAD_SCHEMA, path, f"non-finite number {node.literal} is not allowed", file)
-            else:
-                yield Diagnostic(LOAD_SCHEMA, path, "number overflows to infinity", file)
+        path, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            continue
+        step, node = child
+        child_path = f"{path}[{step}]" if type(step) is int else _join(path, step)
+        yield from _scan_node(child_path, node, file)
+        if isinstance(node, (dict, list)) and node:
+            stack.append((child_path, _children(node)))
+
+
+def _children(node: Any):
+    return iter(node.items()) if isinstance(node, dict) else enumerate(node)
+
+
+def _scan_node(path: str, node: Any, file: str | None):
+    if isinstance(node, _DuplicateKeys):
+        for key in node.duplicates:
+            yield Diagnostic(LOAD_SCHEMA, _join(path, key), f"duplicate key {key!r}", file)
+    elif isinstance(node, float) and not math.isfinite(node):
+        if isinstance(node, _NonFinite):
+            yield Diagnostic(LOAD_SCHEMA, path, f"non-finite number {node.literal} is not allowed", file)
+        else:
+            yield Diagnostic(LOAD_SCHEMA, path, "number overflows to infinity", file)
+    elif isinstance(node, _HugeInt):
+        yield Diagnostic(LOAD_SCHEMA, path, f"integer of {node.digits} digits exceeds 2**53", file)
 
 
 def _join(path: str, key: str) -> str:
@@ -324,15 +377,56 @@ def _optional_hook_factory(type_: Any, conv: cattrs.Converter):
     return hook
 
 
+class _Budget(threading.local):
+    """Problems recorded by the detailed paths during one :func:`structure` call."""
+
+    problems = 0
+
+
+_budget = _Budget()
+
+
+def _record(errors: list, exc: Exception, note: Any) -> bool:
+    """Add ``exc`` with its note; False once this container or the document has enough problems."""
+    exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+    errors.append(exc)
+    _budget.problems += 1
+    return len(errors) < MAX_PROBLEMS_PER_CONTAINER and _budget.problems < MAX_PROBLEMS
+
+
+def _truncated(errors: list, unchecked: int, what: str) -> None:
+    if unchecked:
+        errors.append(_Refusal(f"{unchecked} more {what} not checked after {len(errors)} problems"))
+
+
 def _list_hook_factory(type_: Any, conv: cattrs.Converter):
-    detailed_list = cattrs.cols.list_structure_factory(type_, conv)
     args = get_args(type_)
     elem_type = args[0] if args else Any
+    if elem_type is Any:
+        def detailed(value: Any, _t: Any) -> list:
+            if type(value) is not list:
+                raise _Refusal(f"expected an array, got {_describe(value)}")
+            return list(value)
 
-    def detailed(value: Any, t: Any) -> list:
+        return detailed
+    handler = conv.get_structure_hook(elem_type)
+
+    def detailed(value: Any, _t: Any) -> list:
         if type(value) is not list:
             raise _Refusal(f"expected an array, got {_describe(value)}")
-        return detailed_list(value, t)
+        out = []
+        errors: list = []
+        for index, item in enumerate(value):
+            try:
+                out.append(handler(item, elem_type))
+            except Exception as exc:  # noqa: BLE001 - regrouped below with the index as a note
+                note = cattrs.errors.IterableValidationNote(f"Structuring {type_} @ index {index}", index, elem_type)
+                if not _record(errors, exc, note):
+                    _truncated(errors, len(value) - index - 1, "element(s)")
+                    break
+        if errors:
+            raise cattrs.errors.IterableValidationError(f"While structuring {type_!r}", errors, type_)
+        return out
 
     if not _fast(conv):
         return detailed
@@ -345,12 +439,12 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
                     raise _Refusal("not an array of non-negative integers")
             return list(value)
     else:
-        handler = _fast_hook(conv, elem_type)
+        fast_handler = _fast_hook(conv, elem_type)
 
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
                 raise _Refusal(f"expected an array, got {_describe(value)}")
-            return [handler(item, elem_type) for item in value]
+            return [fast_handler(item, elem_type) for item in value]
 
     return _fast_then_detailed(fast, detailed)
 
@@ -369,14 +463,15 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
         if not isinstance(value, dict):
             raise _Refusal(f"expected an object, got {_describe(value)}")
         out = {}
-        errors = []
-        for key, item in value.items():
+        errors: list = []
+        for position, (key, item) in enumerate(value.items()):
             try:
                 out[key] = value_hook(item, value_type)
             except Exception as exc:  # noqa: BLE001 - regrouped below with the key as a note
-                exc.__notes__ = [*getattr(exc, "__notes__", []), cattrs.errors.IterableValidationNote(
-                    f"Structuring mapping value @ key {key!r}", key, value_type)]
-                errors.append(exc)
+                note = cattrs.errors.IterableValidationNote(f"Structuring mapping value @ key {key!r}", key, value_type)
+                if not _record(errors, exc, note):
+                    _truncated(errors, len(value) - position - 1, "value(s)")
+                    break
         if errors:
             raise cattrs.errors.IterableValidationError("While structuring a mapping", errors, dict)
         return out
@@ -520,9 +615,7 @@ def _attrs_unstructure_factory(cls: type, conv: cattrs.Converter | None = None):
 converter = _make_converter()
 
 
-def _format(exc: BaseException, _type: Any) -> str:
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return "\x00extra\x00" + "\x00".join(sorted(exc.extra_fields))
+def _format(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return "required key is missing"
     if isinstance(exc, _Refusal):
@@ -534,34 +627,39 @@ def _format(exc: BaseException, _type: Any) -> str:
 
 def structure(tree: Any, cls: type[T], file: str | None = None) -> T:
     """Build ``cls`` from a parsed JSON tree or raise :class:`InputError` with JSON paths."""
+    _budget.problems = 0
     try:
         return converter.structure(tree, cls)
     except Exception as exc:  # noqa: BLE001 - every structuring failure becomes diagnostics
         diagnostics = []
-        for line in cattrs.transform_error(exc, path="$", format_exception=_format):
-            message, _, path = line.rpartition(" @ ")
-            path = _normalise_path(path)
-            if message.startswith("\x00extra\x00"):
-                for key in message.split("\x00")[2:]:
+        for path, problem in _problems(exc, "$"):
+            if isinstance(problem, ForbiddenExtraKeysError):
+                for key in sorted(problem.extra_fields):
                     diagnostics.append(Diagnostic(LOAD_SCHEMA, _join(path, key), f"unknown key {key!r}", file))
             else:
-                diagnostics.append(Diagnostic(LOAD_SCHEMA, path, message, file))
-        raise InputError(sorted(set(diagnostics), key=lambda d: (d.path, d.message))) from None
+                diagnostics.append(Diagnostic(LOAD_SCHEMA, path, _format(problem), file))
+        diagnostics = sorted(set(diagnostics), key=lambda d: (d.path, d.message))
+        if len(diagnostics) > MAX_PROBLEMS:
+            diagnostics[MAX_PROBLEMS:] = [_more_problems(file)]
+        raise InputError(diagnostics) from None
 
 
-def _normalise_path(path: str) -> str:
-    # cattrs writes mapping keys as ['key']; kvproof writes identifiers as .key and others as ["key"].
-    out = []
-    i = 0
-    while i < len(path):
-        end = path.find("']", i) if path.startswith("['", i) else -1
-        if end != -1:
-            out.append(_join("", path[i + 2:end]))
-            i = end + 2
-        else:
-            out.append(path[i])
-            i += 1
-    return "".join(out)
+def _problems(exc: BaseException, path: str):
+    """(JSON path, leaf exception) of every problem in a cattrs error tree, walked the way
+    ``cattrs.transform_error`` walks it, with kvproof's path syntax (``.key`` / ``["key"]``)."""
+    if isinstance(exc, (cattrs.errors.IterableValidationError, cattrs.errors.ClassValidationError)):
+        with_notes, without = exc.group_exceptions()
+        for child, note in with_notes:
+            if isinstance(note, cattrs.errors.IterableValidationNote):
+                step = note.index
+                child_path = f"{path}[{step}]" if type(step) is int else _join(path, str(step))
+            else:
+                child_path = _join(path, note.name)
+            yield from _problems(child, child_path)
+        for child in without:
+            yield path, child
+    else:
+        yield path, exc
 
 
 def unstructure(obj: Any) -> Any:

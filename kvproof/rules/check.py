@@ -13,7 +13,7 @@ from typing import Iterable
 import attrs
 
 from ..diagnostics import Diagnostic
-from ..logic import concrete_bool
+from ..logic import concrete_bool, concrete_only
 from ..models.documents import Document
 from .core import Rule
 from .registry import all_rules
@@ -62,13 +62,19 @@ def _targets(rule: Rule, documents: tuple[Document, ...], groups: list[Bundle]) 
 
 def check(documents: Iterable[Document], rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
     """All diagnostics for the documents, in rule order then binding order."""
-    documents = tuple(documents)
+    with concrete_only():
+        return _check(tuple(documents), rules)
+
+
+def _check(documents: tuple[Document, ...], rules: Iterable[Rule] | None) -> list[Diagnostic]:
     groups = bundles(documents)
     twins = _twins(documents)
     failed: dict[str, list[tuple[str | None, str]]] = {}
     diagnostics: list[Diagnostic] = []
+    instances: dict[tuple[int, int], list] = {}  # bindings are pure: walk each one once per target
     for rule in all_rules() if rules is None else rules:
         found: dict[int, list[tuple[str, Diagnostic | None]]] = {}
+        blocked = [entry for prerequisite in rule.after for entry in failed.get(prerequisite, ())]
         for file, target in _targets(rule, documents, groups):
             twin = twins.get(id(target))
             if twin is not None and id(twin[0]) in found:
@@ -79,9 +85,12 @@ def check(documents: Iterable[Document], rules: Iterable[Rule] | None = None) ->
                         diagnostics.append(attrs.evolve(diagnostic, file=file))
                 continue
             mine = found.setdefault(id(target), [])
-            for instance in rule.over(target):
+            key = (id(rule.over), id(target))
+            if key not in instances:
+                instances[key] = list(rule.over(target))
+            for instance in instances[key]:
                 where = instance.file or file
-                if _suppressed(rule, where, instance.subject, failed):
+                if blocked and _suppressed(where, instance.subject, blocked):
                     # Not judged: rules that depend on this one skip the same objects too.
                     failed.setdefault(rule.id, []).append((where, instance.subject))
                     mine.append((instance.subject, None))
@@ -120,11 +129,11 @@ def _rank_free(record) -> object:
     return attrs.evolve(record, dp_rank=0, tp_rank=0, pp_rank=0, cache=attrs.evolve(record.cache, storages=storages))
 
 
-def _suppressed(rule: Rule, file: str | None, subject: str, failed: dict) -> bool:
-    for prerequisite in rule.after:
-        for failed_file, failed_subject in failed.get(prerequisite, ()):
-            if failed_file == file and _related(failed_subject, subject):
-                return True
+def _suppressed(file: str | None, subject: str, blocked: list[tuple[str | None, str]]) -> bool:
+    """A prerequisite failed (or was skipped) on this object, one around it or one inside it."""
+    for failed_file, failed_subject in blocked:
+        if failed_file == file and _related(failed_subject, subject):
+            return True
     return False
 
 

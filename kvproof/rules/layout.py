@@ -20,12 +20,15 @@ UNIFORM_GROUP = "UniformTypeKVCacheSpecs"
 class LayerPlace:
     """Where a layer lives: its group, its spec (or None), its page, its tensor and position."""
 
-    __slots__ = ("name", "group_index", "group", "spec", "page", "block_size", "tensor_index", "tensor", "position")
+    __slots__ = ("name", "group_index", "group", "spec", "page", "block_size", "tensor_index", "tensor", "position",
+                 "path")
 
     def __init__(self, name, group_index, group, spec, page, block_size):
         self.name, self.group_index, self.group, self.spec = name, group_index, group, spec
         self.page, self.block_size = page, block_size
         self.tensor_index = self.tensor = self.position = None
+        #: JSON path of the layer's view list
+        self.path = child("$.cache.layer_tensors", name)
 
     @property
     def page_start(self):
@@ -71,9 +74,7 @@ def layer_views(record):
         if place.tensor is None:
             continue
         for index, view in enumerate(record.cache.layer_tensors.get(name, ())):
-            yield Instance(
-                f"{child('$.cache.layer_tensors', name)}[{index}]", (view, place, num_blocks), {"layer": name},
-            )
+            yield Instance(f"{place.path}[{index}]", (view, place, num_blocks), {"layer": name})
 
 
 @binding("worker")
@@ -83,5 +84,4 @@ def layer_view_lists(record):
     for name, place in places(record).items():
         if place.tensor is None:
             continue
-        yield Instance(child("$.cache.layer_tensors", name), (record.cache.layer_tensors.get(name, []), place, num_blocks),
-                       {"layer": name})
+        yield Instance(place.path, (record.cache.layer_tensors.get(name, []), place, num_blocks), {"layer": name})

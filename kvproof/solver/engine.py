@@ -29,7 +29,7 @@ import z3
 from ..models.documents import Document
 from ..rules.core import Rule
 from .shapes import Shape, document_class
-from .symbolic import Leaf, Policy, SymbolicDocument, SymbolicFlowError, build
+from .symbolic import Leaf, Policy, SymbolicDocument, SymbolicFlowError, build, collect_consts
 
 __all__ = ["Config", "Session", "Outcome", "strict_bool", "targets", "DEFAULT_PINS"]
 
@@ -154,6 +154,8 @@ class Session:
             self.var_leaf.update(doc.var_map())
         self.encoded = {}
         self.solver = None
+        self.touched: set[str] = set()
+        self.active: list[Leaf] = []
         self.prefix_upto = 0
         self.prefix_open = False
         self.build_seconds += time.perf_counter() - start
@@ -212,8 +214,42 @@ class Session:
     def leaves(self) -> list[Leaf]:
         return [leaf for _, _, doc in self.docs for leaf in doc.leaves]
 
-    def axioms(self) -> list[tuple[str, Any]]:
-        return [axiom for _, _, doc in self.docs for axiom in doc.axioms]
+    def touch(self, terms: list) -> list[Leaf]:
+        """Mark the leaves the terms read; return the newly read ones."""
+        names = collect_consts(terms) - self.touched
+        if not names:
+            return []
+        self.touched |= names
+        fresh = []
+        known = {id(leaf) for leaf in self.active}
+        for leaf in self.leaves():
+            if id(leaf) not in known and any(n in names for n in leaf.var_names):
+                fresh.append(leaf)
+        self.active += fresh
+        return fresh
+
+    def _install(self, leaves: list[Leaf]) -> None:
+        """Domain axioms (tracked) and soft pins of newly read leaves, at the base level."""
+        solver = self.solver
+        for leaf in leaves:
+            for name, axiom in leaf.axioms:
+                solver.assert_and_track(axiom, name)
+            equal = leaf.template_eq()
+            if equal is None:
+                continue
+            name = f"pin {leaf.name}"
+            literal = z3.Bool(name)
+            solver.add(z3.Implies(literal, equal))
+            self.pin_lits.append(literal)
+            self.pin_leaf[name] = leaf
+
+    def read(self, terms: list) -> None:
+        """Make sure the leaves of extra terms (a claim) have their axioms and pins."""
+        self.ensure_solver()
+        fresh = self.touch(terms)
+        if fresh:
+            self.close_prefix()
+            self._install(fresh)
 
     def _new_solver(self) -> z3.Solver:
         solver = z3.Solver()
@@ -228,18 +264,22 @@ class Session:
             return self.solver
         self.encode_all()
         solver = self._new_solver()
-        for name, axiom in self.axioms():
-            solver.assert_and_track(axiom, name)
         self.solver = solver
-        if repair:
-            self._repair()
         self.pin_lits = []
         self.pin_leaf = {}
-        for leaf in self.leaves():
+        self.touched = set()
+        self.active = []
+        fresh = self.touch([t for encoded in self.encoded.values() if encoded.terms for t in encoded.terms])
+        for leaf in fresh:
+            for name, axiom in leaf.axioms:
+                solver.assert_and_track(axiom, name)
+        if repair:
+            self._repair()
+        for leaf in fresh:
             equal = leaf.template_eq()
             if equal is None:
                 continue
-            name = f"pin {leaf_label(self, leaf)}"
+            name = f"pin {leaf.name}"
             literal = z3.Bool(name)
             solver.add(z3.Implies(literal, equal))
             self.pin_lits.append(literal)
@@ -255,7 +295,7 @@ class Session:
         try:
             literals = []
             leaves = {}
-            for leaf in self.leaves():
+            for leaf in self.active:
                 equal = leaf.template_eq()
                 if equal is None:
                     continue
@@ -425,10 +465,10 @@ class Session:
     # -- witnesses --------------------------------------------------------------------------
     def concretize(self, model: Any) -> list[tuple[str, str, Any]]:
         """(kind, file, attrs object) for every document of the shape."""
-        return [(kind, file, doc.concretize(model)) for kind, file, doc in self.docs]
+        return [(kind, file, doc.concretize(model, self.touched)) for kind, file, doc in self.docs]
 
     def trees(self, model: Any) -> list[tuple[str, str, Any]]:
-        return [(kind, file, doc.tree(model)) for kind, file, doc in self.docs]
+        return [(kind, file, doc.tree(model, self.touched)) for kind, file, doc in self.docs]
 
 
 def leaf_label(_session: Session, leaf: Leaf) -> str:

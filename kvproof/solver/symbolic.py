@@ -118,17 +118,40 @@ class SymValue:
         self._leaf = leaf
         self.path = leaf.path
         self.tag = leaf.tag
-        tags = leaf.tags
-        self.given = self.tag != ABSENT_T if ABSENT_T in tags else z3.BoolVal(True)
-        nonvalue = [t for t in (ABSENT_T, NULL_T) if t in tags]
-        self.present = z3.And(*[self.tag != t for t in nonvalue]) if nonvalue else z3.BoolVal(True)
-        self.is_int = self.tag == INT_T if INT_T in tags else z3.BoolVal(False)
         self.ival = leaf.payload.get(INT_T)
         self.bval = leaf.payload.get(BOOL_T)
         self.rval = leaf.payload.get(FLOAT_T)
         self.sval = leaf.payload.get(STR_T)
-        #: ``ValueOf`` semantics: the integer when it holds one, else 0.
-        self.value = z3.If(self.is_int, self.ival, 0) if self.ival is not None else z3.IntVal(0)
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def given(self):
+        """The document holds the key (``HasKey``)."""
+        if "given" not in self._cache:
+            self._cache["given"] = self.tag != ABSENT_T if ABSENT_T in self._leaf.tags else z3.BoolVal(True)
+        return self._cache["given"]
+
+    @property
+    def present(self):
+        """The key holds a value, not null (``Present``)."""
+        if "present" not in self._cache:
+            nonvalue = [t for t in (ABSENT_T, NULL_T) if t in self._leaf.tags]
+            self._cache["present"] = z3.And(*[self.tag != t for t in nonvalue]) if nonvalue else z3.BoolVal(True)
+        return self._cache["present"]
+
+    @property
+    def is_int(self):
+        """The value is an integer (``IsInt``; a bool or a float is not one)."""
+        if "is_int" not in self._cache:
+            self._cache["is_int"] = self.tag == INT_T if INT_T in self._leaf.tags else z3.BoolVal(False)
+        return self._cache["is_int"]
+
+    @property
+    def value(self):
+        """``ValueOf`` semantics: the integer when it holds one, else 0."""
+        if "value" not in self._cache:
+            self._cache["value"] = z3.If(self.is_int, self.ival, 0) if self.ival is not None else z3.IntVal(0)
+        return self._cache["value"]
 
     def __repr__(self) -> str:
         return f"SymValue({self.path})"
@@ -296,14 +319,23 @@ class Leaf:
     payload: dict = attrs.field(factory=dict)
     term: Any = None  # the stand-in placed into the model object
     template: Any = ABSENT
-    axioms: list = attrs.field(factory=list)
+    makers: list = attrs.field(factory=list)  # (name, thunk) of the domain axioms, built on demand
     label: str = ""
     var_names: list = attrs.field(factory=list)
+
+    _axioms: list | None = None
 
     @property
     def name(self) -> str:
         """The leaf's path prefixed with its document label (unique within a shape)."""
         return f"{self.label}{self.path}"
+
+    @property
+    def axioms(self) -> list[tuple[str, Any]]:
+        """The named domain axioms of the leaf."""
+        if self._axioms is None:
+            self._axioms = [(name, make()) for name, make in self.makers]
+        return self._axioms
 
     # -- domain ---------------------------------------------------------------------------------
     def make(self, label: str) -> None:
@@ -314,7 +346,8 @@ class Leaf:
             return
         self.tag = z3.Int(f"{name}#tag")
         self.var_names.append(f"{name}#tag")
-        self.axioms.append((f"LD:tag {label}{self.path}", z3.Or(*[self.tag == t for t in self.tags])))
+        tag_var, tags = self.tag, self.tags
+        self.makers.append((f"LD:tag {label}{self.path}", lambda: z3.Or(*[tag_var == t for t in tags])))
         for tag in self.tags:
             if tag in (ABSENT_T, NULL_T):
                 continue
@@ -331,7 +364,7 @@ class Leaf:
             term = z3.Int(name)
             low = 0 if self.kind == "int" else -MAX_SAFE_INT
             axiom = "LD:int-range" if self.kind == "int" else ("LD:scalar-range" if self.kind == "scalar" else "LD:signed-range")
-            self.axioms.append((f"{axiom} {label_path}", z3.And(term >= low, term <= MAX_SAFE_INT)))
+            self.makers.append((f"{axiom} {label_path}", lambda: z3.And(term >= low, term <= MAX_SAFE_INT)))
             return term
         if tag == BOOL_T:
             return z3.Bool(name)
@@ -339,13 +372,14 @@ class Leaf:
             term = z3.Real(name)
             grid = z3.Int(f"{name}#grid")
             self.var_names.append(f"{name}#grid")
-            self.axioms.append((f"SHAPE:float-grid {label_path}", z3.And(
+            self.makers.append((f"SHAPE:float-grid {label_path}", lambda: z3.And(
                 term * FLOAT_GRID == z3.ToReal(grid), grid >= -MAX_SAFE_INT, grid <= MAX_SAFE_INT)))
             return term
         if tag == STR_T:
             term = z3.String(name)
             if self.literal is not None:
-                self.axioms.append((f"LD:literal {label_path}", z3.Or(*[term == z3.StringVal(v) for v in self.literal])))
+                options = self.literal
+                self.makers.append((f"LD:literal {label_path}", lambda: z3.Or(*[term == z3.StringVal(v) for v in options])))
             return term
         raise ValueError(tag)
 
@@ -511,13 +545,14 @@ class SymbolicDocument:
                 out.append((leaf, eq))
         return out
 
-    def concretize(self, model: z3.ModelRef) -> Any:
-        """The attrs object the z3 model describes."""
-        return _concretize(self.obj, model)
+    def concretize(self, model: z3.ModelRef, touched: set[str] | None = None) -> Any:
+        """The attrs object the z3 model describes (leaves outside ``touched`` keep their
+        template value: no rule reads them)."""
+        return _concretize(self, model, touched)
 
-    def tree(self, model: z3.ModelRef) -> Any:
+    def tree(self, model: z3.ModelRef, touched: set[str] | None = None) -> Any:
         """The JSON tree (through the cattrs codec)."""
-        return unstructure(self.concretize(model))
+        return unstructure(self.concretize(model, touched))
 
 
 def build(cls: type, template: Any, label: str = "", policy: Policy | None = None) -> SymbolicDocument:
@@ -600,13 +635,48 @@ def _build_leaf(kind: str, literal: tuple | None, nullable: bool, absentable: bo
     return leaf.term
 
 
-def _concretize(value: Any, model: z3.ModelRef) -> Any:
+def _concretize(doc: "SymbolicDocument", model: z3.ModelRef, touched: set[str] | None) -> Any:
+    by_term = {leaf.term.get_id(): leaf for leaf in doc.leaves if not leaf.optional}
+
     def leaf_value(item: Any) -> Any:
+        leaf = item._leaf if isinstance(item, SymValue) else by_term.get(item.get_id())
+        if leaf is not None and touched is not None and not any(n in touched for n in leaf.var_names):
+            return leaf.template  # no rule reads it: keep the template's value
         if isinstance(item, SymValue):
             return item._leaf.decode(model)
         return _decode(model.eval(item, model_completion=True), _sort_kind(item))
 
-    return _rebuild(value, leaf_value)
+    return _rebuild(doc.obj, leaf_value)
+
+
+def collect_consts(terms: Iterable[Any]) -> set[str]:
+    """Names of the uninterpreted constants of z3 terms (a fast DAG walk on z3's C API)."""
+    from z3 import z3core as c
+
+    ctx = z3.main_ctx().ref()
+    seen: set[int] = set()
+    out: set[str] = set()
+    stack = [t.as_ast() for t in terms]
+    app_kind = z3.Z3_APP_AST
+    uninterpreted = z3.Z3_OP_UNINTERPRETED
+    while stack:
+        ast = stack.pop()
+        ident = c.Z3_get_ast_id(ctx, ast)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        if c.Z3_get_ast_kind(ctx, ast) != app_kind:
+            continue
+        app = c.Z3_to_app(ctx, ast)
+        count = c.Z3_get_app_num_args(ctx, app)
+        if count == 0:
+            decl = c.Z3_get_app_decl(ctx, app)
+            if c.Z3_get_decl_kind(ctx, decl) == uninterpreted:
+                out.add(c.Z3_get_symbol_string(ctx, c.Z3_get_decl_name(ctx, decl)))
+        else:
+            for index in range(count):
+                stack.append(c.Z3_get_app_arg(ctx, app, index))
+    return out
 
 
 def _rebuild(value: Any, leaf_value) -> Any:

@@ -1049,10 +1049,10 @@ def run_geometry(doc: Any) -> dict:
         return {**head, "status": "oracle_error", "error": {"message": str(exc), "type": "OracleBug"}}
 
 
-def _read_documents(path: str) -> list:
+def _read_documents(path: str) -> tuple[list, bool]:
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
-    return doc if isinstance(doc, list) else [doc]
+    return (doc, True) if isinstance(doc, list) else ([doc], False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1076,9 +1076,9 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(result) + "\n")
             out.flush()
         return 0
-    docs = _read_documents(args.geometry)
+    docs, is_list = _read_documents(args.geometry)
     results = [run_geometry(d) for d in docs]
-    payload = results[0] if len(results) == 1 and not isinstance(json.load(open(args.geometry)), list) else results
+    payload = results if is_list else results[0]
     out.write(json.dumps(payload, indent=args.indent) + "\n")
     out.flush()
     return 0
