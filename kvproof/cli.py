@@ -80,8 +80,41 @@ def schema(kind: str) -> None:
     sys.exit(run(kind))
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--campaign", type=click.Choice(["mutation", "parity", "ablation", "all"]), default="all",
+              show_default=True)
+@click.option("--examples", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Random edits per document, parity inputs and random geometries.")
+@click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same report.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--out", default="kvproof-fuzz", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for the documents that reproduce failures.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Processes for the mutants.")
+@click.option("--strict", is_flag=True, help="Known gaps and known parity differences fail too.")
+@click.option("--fixtures", type=click.Path(file_okay=False), help="Rule fixtures for ablation (default tests/rules).")
+def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str, jobs: int, strict: bool,
+         fixtures: str | None) -> None:
+    """Fuzz the rules: single-field mutations of valid records and profiles (PATHs; default the
+    bundled examples), concrete/z3 parity, and rule ablation. Exit 0 ok, 1 failures (each written
+    to --out with the `kvproof check` command that reproduces it), 2 bad input."""
+    from .commands.fuzz import run
+
+    sys.exit(run(paths, campaign, examples, seed, fmt, out, jobs, strict, fixtures))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: click's own usage errors exit 2; no input ever produces a traceback."""
+    _tolerant_streams()
+    code = _dispatch(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`kvproof check ... | head`): keep the verdict
+        _silence_stdout()
+    return code
+
+
+def _dispatch(argv: list[str] | None) -> int:
     try:
         cli.main(args=argv, prog_name="kvproof", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -97,13 +130,39 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        _silence_stdout()
         return EXIT_OK
+    except MemoryError:
+        click.echo("kvproof: out of memory: the input is too large to check", err=True)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("KVPROOF_DEBUG"):
             raise
         click.echo(f"kvproof: internal error: {type(exc).__name__}: {exc} (set KVPROOF_DEBUG=1 for details)", err=True)
         return EXIT_INTERNAL
     return EXIT_OK
+
+
+def _tolerant_streams() -> None:
+    """Text from the input (layer names, keys, file names that are not UTF-8) may hold characters
+    the terminal's encoding cannot show, or lone surrogates: print them escaped, never raise."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot be reconfigured: leave it
+                pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -163,6 +164,9 @@ def render_sarif(results: list[FileResult]) -> str:
 def render_junit(results: list[FileResult]) -> str:
     from xml.sax.saxutils import escape, quoteattr
 
+    def attr(text: str) -> str:
+        return quoteattr(_xml_safe(text))
+
     failures = sum(1 for r in results if r.status == "refused")
     errors = sum(1 for r in results if r.status == "bad_input")
     skipped = sum(1 for r in results if r.status == "skipped")
@@ -172,17 +176,27 @@ def render_junit(results: list[FileResult]) -> str:
         f'  <testsuite name="kvproof check" tests="{len(results)}" failures="{failures}" errors="{errors}" skipped="{skipped}">',
     ]
     for r in results:
-        lines.append(f"    <testcase classname={quoteattr(r.kind or 'unknown')} name={quoteattr(r.file)}>")
-        body = escape("\n".join(f"{d.rule} {d.path}: {d.message}" for d in r.diagnostics))
+        lines.append(f"    <testcase classname={attr(r.kind or 'unknown')} name={attr(r.file)}>")
+        body = escape(_xml_safe("\n".join(f"{d.rule} {d.path}: {d.message}" for d in r.diagnostics)))
         if r.status == "refused":
-            lines.append(f"      <failure message={quoteattr(r.diagnostics[0].rule + ' ' + r.diagnostics[0].message)}>{body}</failure>")
+            lines.append(f"      <failure message={attr(r.diagnostics[0].rule + ' ' + r.diagnostics[0].message)}>{body}</failure>")
         elif r.status == "bad_input":
-            lines.append(f"      <error message={quoteattr(r.diagnostics[0].message)}>{body}</error>")
+            lines.append(f"      <error message={attr(r.diagnostics[0].message)}>{body}</error>")
         elif r.status == "skipped":
             lines.append('      <skipped message="geometry document: use kvproof simulate"/>')
         lines.append("    </testcase>")
     lines += ["  </testsuite>", "</testsuites>"]
     return "\n".join(lines) + "\n"
+
+
+#: Characters XML 1.0 cannot carry even escaped (controls, lone surrogates, U+FFFE/U+FFFF).
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_safe(text: str) -> str:
+    """Text from the input (a version string, a layer or file name) as XML can hold it: each
+    character XML forbids becomes a visible escape such as \\x01 or \\ud800."""
+    return _XML_INVALID.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 def _version() -> str:
@@ -201,7 +215,27 @@ def run(paths: Iterable[str], fmt: str = "text", output: str | None = None, prob
     results = evaluate(paths, probe)
     text = RENDERERS[fmt](results)
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        try:
+            Path(output).write_text(text, encoding="utf-8", errors="backslashreplace")
+        except OSError as exc:
+            sys.stderr.write(f"kvproof check: cannot write the report to {output}: {exc.strerror or exc}\n")
+            return EXIT_BAD_INPUT
     else:
-        sys.stdout.write(text)
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `kvproof check ... | head`: the verdict stands, the rest is unread
+            _silence_stdout()
     return exit_code(results)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

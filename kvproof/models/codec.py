@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import itertools
 import math
+import re
 import sys
 import threading
 import types
@@ -87,6 +88,9 @@ class _NonFinite(float):
         return obj
 
 
+_NON_FINITE = {literal: _NonFinite(literal) for literal in ("NaN", "Infinity", "-Infinity")}
+
+
 class _HugeInt:
     """An integer literal longer than Python converts (``sys.get_int_max_str_digits()``), kept
     by the parser's second pass so the scan can name its path."""
@@ -103,14 +107,14 @@ class _DuplicateKeys(dict):
 
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict:
     seen: dict = {}
-    duplicates = []
+    duplicates: dict = {}  # each repeated key once (in order), however often it repeats
     for key, value in pairs:
         if key in seen:
-            duplicates.append(key)
+            duplicates[key] = None
         seen[key] = value
     if duplicates:
         out = _DuplicateKeys(seen)
-        out.duplicates = duplicates
+        out.duplicates = list(duplicates)
         return out
     return seen
 
@@ -145,7 +149,7 @@ def parse_json(data: bytes | str, file: str | None = None) -> Any:
 
     def constant(literal: str) -> float:
         flagged.append(True)
-        return _NonFinite(literal)
+        return _NON_FINITE[literal]  # one shared object per literal: an array of NaNs stays small
 
     def number(literal: str) -> float:
         value = float(literal)
@@ -156,14 +160,18 @@ def parse_json(data: bytes | str, file: str | None = None) -> Any:
     try:
         tree = json.loads(text, object_pairs_hook=object_pairs, parse_constant=constant, parse_float=number)
     except json.JSONDecodeError as exc:
-        raise InputError([_syntax(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file)]) from None
+        message = exc.msg[:-3] if exc.msg.endswith(" at") else exc.msg  # "starting at" + " at line"
+        raise InputError([_syntax(f"invalid JSON: {message} at line {exc.lineno} column {exc.colno}", file)]) from None
     except RecursionError:
         raise InputError([_syntax("JSON nesting is too deep", file)]) from None
     except ValueError:
         # An integer literal past Python's digit limit (CPython refuses int() of more than
         # 4,300 digits, in linear time); parse again and keep such literals as markers.
-        tree = json.loads(text, object_pairs_hook=object_pairs, parse_constant=constant, parse_float=number,
-                          parse_int=_huge_int)
+        try:
+            tree = json.loads(text, object_pairs_hook=object_pairs, parse_constant=constant, parse_float=number,
+                              parse_int=_huge_int)
+        except ValueError as exc:
+            raise InputError([_syntax(f"invalid JSON: {exc}", file)]) from None
         flagged.append(True)
     if flagged:
         problems = list(itertools.islice(_scan(tree, file), MAX_PROBLEMS + 1))
@@ -316,12 +324,22 @@ def _scalar(value: Any, _type: Any) -> Any:
 # detailed path alone decides the diagnostics (tests/robustness compares the two converters).
 
 
+# A fast path that fails records the id() of its value in _FAILED as the exception passes up.  When
+# the detailed path of a parent then meets that value, it goes straight to the detailed path
+# instead of trying the fast path again: a failure deep in a big document costs two walks of the
+# failing branch, not one per level.  _FAILED is only a hint (a stale id costs speed, never
+# changes a result: both paths give the same verdict), cleared by every structure() call.
+_FAILED: set[int] = set()
+
+
 def _fast_then_detailed(fast, detailed):
     def hook(value: Any, t: Any) -> Any:
-        try:
-            return fast(value, t)
-        except Exception:  # noqa: BLE001 - re-run with detailed validation for the diagnostics
-            return detailed(value, t)
+        if id(value) not in _FAILED:
+            try:
+                return fast(value, t)
+            except Exception:  # noqa: BLE001 - re-run with detailed validation for the diagnostics
+                pass
+        return detailed(value, t)
 
     hook.fast = fast  # a fast parent calls the fast child directly; the outermost hook catches
     return hook
@@ -430,13 +448,23 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
 
     if not _fast(conv):
         return detailed
-    if elem_type is int:
+    if elem_type is int and handler is _int:
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
                 raise _Refusal(f"expected an array, got {_describe(value)}")
-            for item in value:
+            for item in value:  # _int inline
                 if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
-                    raise _Refusal("not an array of non-negative integers")
+                    _FAILED.add(id(value))
+                    raise _Refusal("an element is refused")
+            return list(value)
+    elif elem_type is str and handler is _str:
+        def fast(value: Any, _t: Any) -> list:
+            if type(value) is not list:
+                raise _Refusal(f"expected an array, got {_describe(value)}")
+            for item in value:  # _str inline
+                if type(item) is not str:
+                    _FAILED.add(id(value))
+                    raise _Refusal("an element is refused")
             return list(value)
     else:
         fast_handler = _fast_hook(conv, elem_type)
@@ -444,7 +472,11 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
                 raise _Refusal(f"expected an array, got {_describe(value)}")
-            return [fast_handler(item, elem_type) for item in value]
+            try:
+                return [fast_handler(item, elem_type) for item in value]
+            except Exception:
+                _FAILED.add(id(value))
+                raise
 
     return _fast_then_detailed(fast, detailed)
 
@@ -457,7 +489,11 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
     def fast(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
             raise _Refusal(f"expected an object, got {_describe(value)}")
-        return {key: fast_value_hook(item, value_type) for key, item in value.items()}
+        try:
+            return {key: fast_value_hook(item, value_type) for key, item in value.items()}
+        except Exception:
+            _FAILED.add(id(value))
+            raise
 
     def detailed(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
@@ -500,7 +536,11 @@ def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
         def fast(value: Any, t: Any) -> Any:
             if not isinstance(value, dict):
                 raise _Refusal(f"expected an object, got {_describe(value)}")
-            return fast_fn(value, t)
+            try:
+                return fast_fn(value, t)
+            except Exception:
+                _FAILED.add(id(value))
+                raise
 
     return _fast_then_detailed(fast, detailed)
 
@@ -541,6 +581,13 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
             raise _Refusal(f"expected an object, got {_describe(o)}")
         if not keys.issuperset(o):
             raise _Refusal("unknown key")
+        try:
+            return cls(*fields_of(o))
+        except Exception:
+            _FAILED.add(id(o))
+            raise
+
+    def fields_of(o: dict) -> list:
         args = []
         for key, required, kind, nullable, hook, tp, default in table:
             if key in o:
@@ -565,7 +612,7 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
             else:
                 v = default
             args.append(v)
-        return cls(*args)
+        return args
 
     return fast
 
@@ -625,11 +672,15 @@ def _format(exc: BaseException) -> str:
     return f"invalid value ({type(exc).__name__})"
 
 
-def structure(tree: Any, cls: type[T], file: str | None = None) -> T:
-    """Build ``cls`` from a parsed JSON tree or raise :class:`InputError` with JSON paths."""
+def structure(tree: Any, cls: type[T], file: str | None = None, *, _converter: Any = None) -> T:
+    """Build ``cls`` from a parsed JSON tree or raise :class:`InputError` with JSON paths.
+
+    (``_converter``: another converter of :func:`_make_converter`, for tests that compare the
+    fast path with detailed validation alone.)"""
     _budget.problems = 0
+    _FAILED.clear()
     try:
-        return converter.structure(tree, cls)
+        return (_converter or converter).structure(tree, cls)
     except Exception as exc:  # noqa: BLE001 - every structuring failure becomes diagnostics
         diagnostics = []
         for path, problem in _problems(exc, "$"):
@@ -638,10 +689,18 @@ def structure(tree: Any, cls: type[T], file: str | None = None) -> T:
                     diagnostics.append(Diagnostic(LOAD_SCHEMA, _join(path, key), f"unknown key {key!r}", file))
             else:
                 diagnostics.append(Diagnostic(LOAD_SCHEMA, path, _format(problem), file))
-        diagnostics = sorted(set(diagnostics), key=lambda d: (d.path, d.message))
+        diagnostics = sorted(set(diagnostics), key=lambda d: (_path_order(d.path), d.message))
         if len(diagnostics) > MAX_PROBLEMS:
             diagnostics[MAX_PROBLEMS:] = [_more_problems(file)]
         raise InputError(diagnostics) from None
+
+
+def _path_order(path: str) -> str:
+    """Sort key of a JSON path: array indices compare as numbers ([2] before [10])."""
+    return _INDEX.sub(lambda m: f"[{int(m.group(1)):020d}]", path)
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
 
 
 def _problems(exc: BaseException, path: str):
@@ -679,6 +738,6 @@ def load_document(data: bytes | str, cls: type[T], file: str | None = None) -> T
 
 def optional_args(type_: Any) -> tuple:
     """The non-None members of an optional annotation (helper for schema export)."""
-    if get_origin(type_) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if get_origin(type_) in (typing.Union, types.UnionType):
         return tuple(a for a in get_args(type_) if a is not type(None))
     return (type_,)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ..diagnostics import LOAD_KIND, Diagnostic, InputError
+from ..diagnostics import LOAD_KIND, LOAD_SYNTAX, Diagnostic, InputError
 from .codec import parse_json, structure
 from .profile import PROFILE_SCHEMA, Profile
 from .record import RECORD_SCHEMA, SchedulerRecord, WorkerRecord
 
-__all__ = ["Document", "detect_kind", "load_tree", "load_bytes", "load_path", "KINDS"]
+__all__ = ["Document", "detect_kind", "load_tree", "load_bytes", "load_path", "read_document", "KINDS"]
 
 KINDS = ("profile", "worker", "scheduler", "geometry")
 
@@ -67,15 +69,35 @@ def load_bytes(data: bytes | str, file: str | None = None, kind: str | None = No
     return load_tree(parse_json(data, file), file, kind)
 
 
-def load_path(path: str | Path, kind: str | None = None) -> Document:
-    path = Path(path)
+def read_document(path: str | Path) -> bytes:
+    """The bytes of a document file, read with bounded time and memory.
+
+    At most ``MAX_DOCUMENT_BYTES + 1`` bytes are read, so a device such as ``/dev/zero`` or an
+    endless pipe is refused as too large instead of filling memory; a FIFO is opened without
+    blocking, so one that nobody writes reads as empty instead of hanging. Every failure is an
+    ``LD001`` :class:`InputError` naming the file.
+    """
     from .codec import MAX_DOCUMENT_BYTES
 
+    name = str(path)
+    too_large = InputError([Diagnostic(LOAD_SYNTAX, "$", f"document is larger than {MAX_DOCUMENT_BYTES} bytes", name)])
     try:
-        size = path.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise InputError([Diagnostic("LD001", "$", f"document is larger than {MAX_DOCUMENT_BYTES} bytes", str(path))])
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if hasattr(os, "O_NONBLOCK"):
+                import fcntl
+
+                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_size > MAX_DOCUMENT_BYTES:
+                raise too_large
+            data = handle.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as exc:
-        raise InputError([Diagnostic("LD001", "$", f"cannot read file: {exc.strerror or exc}", str(path))]) from None
-    return load_bytes(data, str(path), kind)
+        raise InputError([Diagnostic(LOAD_SYNTAX, "$", f"cannot read file: {exc.strerror or exc}", name)]) from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise too_large
+    return data
+
+
+def load_path(path: str | Path, kind: str | None = None) -> Document:
+    return load_bytes(read_document(path), str(path), kind)

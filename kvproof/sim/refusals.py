@@ -14,7 +14,7 @@ from ..diagnostics import KvproofError
 
 __all__ = [
     "Refusal", "VllmError", "VllmAssertionError", "VllmValueError", "VllmNotImplementedError",
-    "VllmTypeError", "as_refusal", "format_gib", "memory_check_message", "no_memory_message",
+    "VllmTypeError", "VllmStopIteration", "as_refusal", "format_gib", "memory_check_message", "no_memory_message",
     "AUTO_FIT_MESSAGE",
 ]
 
@@ -59,6 +59,12 @@ class VllmNotImplementedError(VllmError, NotImplementedError):
 
 class VllmTypeError(VllmError, TypeError):
     kind = "TypeError"
+
+
+class VllmStopIteration(VllmError):
+    """A bare ``next()`` in vLLM that finds nothing (raised as ``StopIteration``)."""
+
+    kind = "StopIteration"
 
 
 def as_refusal(exc: VllmError) -> Refusal:

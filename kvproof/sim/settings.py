@@ -90,6 +90,17 @@ def _pipeline_parallel_size(geometry: Geometry) -> int:
 def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = None) -> EngineSettings:
     """Engine settings before platform alignment and before planning."""
     layers = layers if layers is not None else expand_layers(geometry)
+    tp = geometry.tp if present(geometry.tp) else 1
+    dcp = geometry.dcp if present(geometry.dcp) else 1
+    if tp % dcp != 0:  # ParallelConfig._validate_parallel_config (config/parallel.py:594-600), PCP off
+        raise VllmValueError(f"tp_size={tp} must be divisible by dcp_size={dcp}.", "config/parallel.py:600")
+    mnbt = geometry.max_num_batched_tokens if present(geometry.max_num_batched_tokens) else DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs = geometry.max_num_seqs if present(geometry.max_num_seqs) else None
+    if max_num_seqs is not None and mnbt < max_num_seqs:  # SchedulerConfig.verify_max_model_len (scheduler.py:331-336)
+        raise VllmValueError(
+            f"max_num_batched_tokens ({mnbt}) must be greater than or equal to max_num_seqs ({max_num_seqs}).",
+            "config/scheduler.py:331-336",
+        )
     block_size = geometry.block_size if present(geometry.block_size) else 16  # CacheConfig.DEFAULT_BLOCK_SIZE
     max_model_len = geometry.max_model_len
     original = geometry.original_max_model_len if present(geometry.original_max_model_len) else max_model_len
@@ -114,10 +125,12 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
 
     spec = geometry.speculative if present(geometry.speculative) else None
     method = _method(spec.method) if spec is not None else None
-    if present(geometry.num_speculative_tokens):
-        num_spec = geometry.num_speculative_tokens
-    elif spec is not None:
+    # VllmConfig.num_speculative_tokens is the speculative config's; the top-level field stands for
+    # it (and so for every MambaSpec's num_speculative_blocks) only without a speculative block.
+    if spec is not None:
         num_spec = spec.num_speculative_tokens if present(spec.num_speculative_tokens) else 1
+    elif present(geometry.num_speculative_tokens):
+        num_spec = geometry.num_speculative_tokens
     else:
         num_spec = 0
     use_eagle = method in EAGLE_METHODS
@@ -135,7 +148,6 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
             async_scheduling = True
         else:  # the V1 runner's incompatibilities (config/vllm.py:1651-1664)
             async_scheduling = pp <= 1 and method in _ASYNC_COMPATIBLE
-    mnbt = geometry.max_num_batched_tokens if present(geometry.max_num_batched_tokens) else DEFAULT_MAX_NUM_BATCHED_TOKENS
 
     # HMA: the geometry decides (on a GPU vLLM enables it unless a chunked-local model lacks
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE or a connector lacks HMA, config/vllm.py:2223-2294).
@@ -168,8 +180,8 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
         pipeline_parallel_size=pp,
         max_in_flight_tokens=max_in_flight_tokens(mnbt, async_scheduling, pp, v2_runner),
         max_num_encoder_input_tokens=mnbt,  # SchedulerConfig.__post_init__ (config/scheduler.py:306)
-        dcp=geometry.dcp if present(geometry.dcp) else 1,
-        tp=geometry.tp if present(geometry.tp) else 1,
+        dcp=dcp,
+        tp=tp,
         disable_hybrid_kv_cache_manager=disable_hma,
         prefix_match_unit=geometry.prefix_match_unit if present(geometry.prefix_match_unit) else None,
         num_gpu_blocks_override=geometry.num_gpu_blocks_override if present(geometry.num_gpu_blocks_override) else None,

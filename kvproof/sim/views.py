@@ -26,7 +26,7 @@ from ..models.geometry import Geometry, MultipleOf, present
 from .grouping import KVCacheGroupSpec, per_layer_spec
 from .layout import KVCacheLayout, compute_layout_strides
 from .pool import get_kv_cache_config_from_groups, layer_shape_bytes
-from .refusals import VllmAssertionError, VllmValueError
+from .refusals import VllmAssertionError, VllmStopIteration, VllmValueError
 from .specs import AttentionSpec, EncoderOnlyAttentionSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs, dtype_size
 
 __all__ = [
@@ -155,7 +155,13 @@ def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[V
     groups: list[KVCacheGroupSpec] = worker.groups
     if not groups:
         return []
-    config = get_kv_cache_config_from_groups(groups, layout, num_blocks * worker.bytes_per_block, None)
+    # builder.get_kv_cache_config_from_groups(..., num_blocks): num_gpu_blocks_override still applies
+    # (kv_cache_planning.py:681); the kernel block table is drawn for blocks 0..min(3, num_blocks)-1.
+    config = get_kv_cache_config_from_groups(
+        groups, layout, num_blocks * worker.bytes_per_block, plan_result.settings.num_gpu_blocks_override
+    )
+    table_rows = min(DEFAULT_VIEW_BLOCKS, num_blocks)
+    num_blocks = config.num_blocks
     tensors = config.kv_cache_tensors
 
     # Attention groups per KV cache group: one per (backend, layer spec), in layer order
@@ -213,7 +219,12 @@ def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[V
     allocated: list[tuple[int, str, str | None, list[int], list[int], int, int | None]] = []
     for tensor in tensors:
         first = tensor.layers[0]
-        gid = next(i for i, g in enumerate(groups) if first in g.layer_names)
+        gid = next((i for i, g in enumerate(groups) if first in g.layer_names), None)
+        if gid is None:
+            # A projected uniform-type group keeps every layer's spec while listing only this
+            # worker's layers, so its tensor can name a layer of another worker; vLLM's next()
+            # then raises StopIteration (v1/worker/utils.py:593-598).
+            raise VllmStopIteration("", "v1/worker/utils.py:593-598")
         spec = per_layer_spec(groups[gid], first)
         if not spec.has_layer_views:
             continue
@@ -281,7 +292,7 @@ def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[V
                     num_pages = (shape[0] - 1) * kernel_block_stride + shape[-2] // kernel_rows
                     shape = [num_pages, shape[1], kernel_rows, shape[-1]]
                     stride = [page_stride, *stride[1:]]
-            rows = range(min(DEFAULT_VIEW_BLOCKS, num_blocks))
+            rows = range(table_rows)
             if attn_kbs is None:
                 table = list(rows)
             else:

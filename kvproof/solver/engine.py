@@ -91,10 +91,45 @@ def strict_bool():
         raise SymbolicFlowError(f"symbolic term used in Python control flow: {self}", term=self)
 
     z3.AstRef.__bool__ = strict
+    patched = _patch_concrete_helpers()
     try:
         yield
     finally:
         z3.AstRef.__bool__ = original
+        for module, name, value in patched:
+            setattr(module, name, value)
+
+
+def _patch_concrete_helpers() -> list[tuple[Any, str, Any]]:
+    """``gcd``/``lcm`` need concrete operands: while rules are encoded, the copies the rule and
+    simulator modules imported raise a :class:`SymbolicFlowError` naming the symbolic operands, so
+    the prover pins those leaves (as it does for a symbolic ``if``) instead of giving up."""
+    import sys
+
+    from .. import logic
+
+    def strict(helper):
+        def wrapped(*values):
+            items = logic._flatten(values)
+            symbolic = [v for v in items if logic.is_symbolic(v)]
+            if symbolic:
+                raise SymbolicFlowError(f"{helper.__name__} needs concrete operands", terms=symbolic)
+            return helper(*values)
+
+        wrapped.__name__ = helper.__name__
+        return wrapped
+
+    replacements = {id(logic.gcd): strict(logic.gcd), id(logic.lcm): strict(logic.lcm)}
+    patched = []
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name.startswith("kvproof.rules") or module_name.startswith("kvproof.sim")):
+            continue
+        for name in ("gcd", "lcm"):
+            value = getattr(module, name, None)
+            if value is not None and id(value) in replacements:
+                patched.append((module, name, value))
+                setattr(module, name, replacements[id(value)])
+    return patched
 
 
 def targets(rule: Rule, documents: tuple[Document, ...]) -> Iterable[tuple[str | None, Any]]:
@@ -137,12 +172,15 @@ class Session:
         self.prefix_upto = 0
         self.prefix_open = False
         self.build_seconds = 0.0
+        self.builds = 0
         self._build()
 
     # -- building ---------------------------------------------------------------------------
     def _build(self) -> None:
         start = time.perf_counter()
-        policy = Policy(pinned=frozenset(self.pins))
+        self.builds += 1
+        self.built_pins = frozenset(self.pins)
+        policy = Policy(pinned=self.built_pins)
         multi = len(self.shape.documents) > 1
         self.docs = []
         for kind, file, tree in self.shape.documents:
@@ -165,6 +203,8 @@ class Session:
         for _attempt in range(50):
             if rule.id in self.encoded:
                 return self.encoded[rule.id]
+            if self.built_pins != self.pins:
+                self._build()  # another session learned pins since this one was built
             try:
                 self.encoded[rule.id] = self._encode(rule)
             except NeedPins as need:
@@ -175,40 +215,50 @@ class Session:
         return Encoded(error="too many pin rounds")
 
     def _encode(self, rule: Rule) -> Encoded:
+        from . import symbolic
+
         start = time.perf_counter()
         terms = []
+        log: list = []
+        symbolic.ACCESS_LOG = log
         try:
             with strict_bool():
                 for _file, target in targets(rule, self.documents):
                     for instance in rule.over(target):
+                        log.clear()
                         terms.append(as_bool(rule.holds(instance)))
         except SymbolicFlowError as exc:
             spaths = self._spaths(exc)
-            if spaths - self.pins:
-                raise NeedPins(spaths - self.pins) from None
+            if spaths - self.built_pins:
+                raise NeedPins(spaths - self.built_pins) from None
             return Encoded(error=f"{exc}")
         except Exception as exc:  # noqa: BLE001 - a body the solver cannot run is reported, not fatal
+            # A helper refused a symbolic value: pin the leaf read last and try again.
+            for leaf in reversed(log):
+                if leaf.spath not in self.built_pins:
+                    raise NeedPins({leaf.spath}) from None
             return Encoded(error=f"{type(exc).__name__}: {exc}")
         finally:
+            symbolic.ACCESS_LOG = None
             self.build_seconds += time.perf_counter() - start
         return Encoded(terms=terms)
 
     def _spaths(self, exc: SymbolicFlowError) -> set[str]:
         if exc.leaf is not None:
             return {exc.leaf.spath}
-        if exc.term is not None:
-            from z3.z3util import get_vars
-
-            leaves = [self.var_leaf.get(v.decl().name()) for v in get_vars(exc.term)]
+        if exc.terms:
+            leaves = [self.var_leaf.get(name) for name in collect_consts(exc.terms)]
             return {leaf.spath for leaf in leaves if leaf is not None}
         return set()
 
     def encode_all(self) -> None:
-        for rule in self.rules:
-            self.encode(rule)
-        # a rebuild during the loop dropped earlier encodings: finish them on the final build
-        for rule in self.rules:
-            self.encode(rule)
+        # a rebuild (new pins) during the loop drops earlier encodings: loop until none happens
+        for _ in range(50):
+            builds = self.builds
+            for rule in self.rules:
+                self.encode(rule)
+            if self.builds == builds:
+                return
 
     # -- the solver -------------------------------------------------------------------------
     def leaves(self) -> list[Leaf]:
@@ -228,54 +278,47 @@ class Session:
         self.active += fresh
         return fresh
 
-    def _install(self, leaves: list[Leaf]) -> None:
-        """Domain axioms (tracked) and soft pins of newly read leaves, at the base level."""
-        solver = self.solver
-        for leaf in leaves:
-            for name, axiom in leaf.axioms:
-                solver.assert_and_track(axiom, name)
-            equal = leaf.template_eq()
-            if equal is None:
-                continue
-            name = f"pin {leaf.name}"
-            literal = z3.Bool(name)
-            solver.add(z3.Implies(literal, equal))
-            self.pin_lits.append(literal)
-            self.pin_leaf[name] = leaf
-
-    def read(self, terms: list) -> None:
-        """Make sure the leaves of extra terms (a claim) have their axioms and pins."""
-        self.ensure_solver()
-        fresh = self.touch(terms)
-        if fresh:
-            self.close_prefix()
-            self._install(fresh)
-
     def _new_solver(self) -> z3.Solver:
         solver = z3.Solver()
         solver.set("timeout", max(1, int(self.config.timeout * 1000)))
         solver.set("rlimit", self.config.rlimit)
         solver.set("random_seed", self.config.seed)
-        solver.set("core.minimize", True)
+        solver.set("core.minimize", False)
         return solver
 
     def ensure_solver(self, repair: bool = False) -> z3.Solver:
-        if self.solver is not None:
-            return self.solver
-        self.encode_all()
-        solver = self._new_solver()
-        self.solver = solver
-        self.pin_lits = []
-        self.pin_leaf = {}
-        self.touched = set()
-        self.active = []
-        fresh = self.touch([t for encoded in self.encoded.values() if encoded.terms for t in encoded.terms])
+        """The session's solver (created empty; leaves get their axioms and pins when a rule first
+        reads them). ``repair`` first moves the templates to values that pass every rule."""
+        if self.solver is None:
+            self.solver = self._new_solver()
+            self.pin_lits = []
+            self.pin_leaf = {}
+            self.touched = set()
+            self.active = []
+            self.prefix_upto = 0
+            self.prefix_open = False
+            self.repaired = False
+        if repair and not self.repaired:
+            self.encode_all()
+            if self.solver is None:
+                return self.ensure_solver(repair=True)
+            self.sync([t for e in self.encoded.values() if e.terms for t in e.terms])
+            self._repair()
+            self.repaired = True
+        return self.solver
+
+    def sync(self, terms: list) -> None:
+        """Give the leaves the terms read their domain axioms (tracked) and soft pins, at the
+        base level (the prefix scope is closed and rebuilt around them)."""
+        fresh = self.touch(terms)
+        if not fresh:
+            return
+        upto = self.prefix_upto if self.prefix_open else 0
+        self.close_prefix()
+        solver = self.solver
         for leaf in fresh:
             for name, axiom in leaf.axioms:
                 solver.assert_and_track(axiom, name)
-        if repair:
-            self._repair()
-        for leaf in fresh:
             equal = leaf.template_eq()
             if equal is None:
                 continue
@@ -284,74 +327,98 @@ class Session:
             solver.add(z3.Implies(literal, equal))
             self.pin_lits.append(literal)
             self.pin_leaf[name] = leaf
-        return solver
+        if upto:
+            self._open_prefix(upto)
 
     def _repair(self) -> None:
         """Move the templates' values to the nearest values that pass every rule (a shrunk
         example no longer sums its pages right, for instance)."""
         solver = self.solver
         rules = [rule for rule in self.rules if self.encoded[rule.id].terms]
-        solver.push()
-        try:
-            literals = []
-            leaves = {}
-            for leaf in self.active:
-                equal = leaf.template_eq()
-                if equal is None:
-                    continue
-                literal = z3.Bool(f"repair {leaf_label(self, leaf)}")
-                solver.add(z3.Implies(literal, equal))
-                literals.append(literal)
-                leaves[literal.decl().name()] = leaf
-            active_rules = list(rules)
-            for _ in range(len(rules) + 1):
-                solver.push()
+        self.close_prefix()
+        active_rules = list(rules)
+        for _ in range(len(rules) + 1):
+            solver.push()
+            try:
                 for rule in active_rules:
                     solver.assert_and_track(z3.And(*self.encoded[rule.id].terms), f"repair:{rule.id}")
-                result = solver.check()
-                if result == z3.unsat:
-                    core = {c.decl().name() for c in solver.unsat_core()}
-                    blamed = [rule for rule in active_rules if f"repair:{rule.id}" in core]
-                    solver.pop()
-                    if not blamed:
-                        return
-                    active_rules.remove(blamed[-1])
-                    continue
-                if result == z3.unknown:
-                    solver.pop()
-                    return
-                outcome = self._relax(literals, set(leaves))
+                outcome = self._relax()
+            finally:
                 solver.pop()
-                if outcome.status == "sat":
-                    for leaf in leaves.values():
-                        leaf.template = leaf.decode(outcome.model)
+            if outcome.status == "sat":
+                self._retemplate(outcome.model)
                 return
-        finally:
-            solver.pop()
+            if outcome.status != "unsat":
+                return
+            blamed = [rule for rule in active_rules if f"repair:{rule.id}" in outcome.core]
+            if not blamed:
+                return
+            active_rules.remove(blamed[-1])
 
-    def advance(self, rule: Rule) -> None:
-        """Assert every rule before ``rule`` in the prefix scope."""
-        solver = self.ensure_solver()
-        index = self.order[rule.id]
-        if self.prefix_open and index < self.prefix_upto:
-            solver.pop()
-            self.prefix_open = False
-        if not self.prefix_open:
-            solver.push()
-            self.prefix_open = True
-            self.prefix_upto = 0
-        while self.prefix_upto < index:
+    def _retemplate(self, model: Any) -> None:
+        """New template values from a model; the soft pins are rebuilt on the new values."""
+        for leaf in self.active:
+            leaf.template = leaf.decode(model)
+        self.solver = None
+        active = list(self.active)
+        self.ensure_solver()
+        self.repaired = True
+        self.sync_leaves(active)
+
+    def sync_leaves(self, leaves: list[Leaf]) -> None:
+        known = {id(x) for x in self.active}
+        fresh = [leaf for leaf in leaves if id(leaf) not in known]
+        self.active += fresh
+        self.touched |= {n for leaf in fresh for n in leaf.var_names}
+        solver = self.solver
+        for leaf in fresh:
+            for name, axiom in leaf.axioms:
+                solver.assert_and_track(axiom, name)
+            equal = leaf.template_eq()
+            if equal is None:
+                continue
+            literal = z3.Bool(f"pin {leaf.name}")
+            solver.add(z3.Implies(literal, equal))
+            self.pin_lits.append(literal)
+            self.pin_leaf[f"pin {leaf.name}"] = leaf
+
+    def _open_prefix(self, upto: int) -> None:
+        self.solver.push()
+        self.prefix_open = True
+        self.prefix_upto = 0
+        self._extend_prefix(upto)
+
+    def _extend_prefix(self, upto: int) -> None:
+        while self.prefix_upto < upto:
             earlier = self.rules[self.prefix_upto]
             encoded = self.encoded[earlier.id]
             if encoded.terms:
-                solver.assert_and_track(z3.And(*encoded.terms), earlier.id)
+                self.solver.assert_and_track(z3.And(*encoded.terms), earlier.id)
             self.prefix_upto += 1
+
+    def advance(self, rule: Rule) -> None:
+        """Assert every rule before ``rule`` in the prefix scope (encoding them first)."""
+        index = self.order[rule.id]
+        for _ in range(50):
+            builds = self.builds
+            for earlier in self.rules[: index + 1]:
+                self.encode(earlier)
+            if builds == self.builds:
+                break
+        self.ensure_solver()
+        self.sync([t for earlier in self.rules[: index + 1] for t in (self.encoded[earlier.id].terms or [])])
+        if self.prefix_open and index < self.prefix_upto:
+            self.close_prefix()
+        if not self.prefix_open:
+            self._open_prefix(index)
+        else:
+            self._extend_prefix(index)
 
     def close_prefix(self) -> None:
         if self.prefix_open and self.solver is not None:
             self.solver.pop()
-            self.prefix_open = False
-            self.prefix_upto = 0
+        self.prefix_open = False
+        self.prefix_upto = 0
 
     # -- questions --------------------------------------------------------------------------
     def goal(self, rule: Rule) -> tuple[Any, Outcome | None]:
@@ -366,17 +433,18 @@ class Session:
             return None, Outcome("trivial", reason="the rule holds by the shape's structure")
         return goal, None
 
-    def structural_blockers(self, rule: Rule) -> list[str]:
+    def structural_blockers(self, rule: Rule, others: Iterable[Rule] | None = None) -> list[str]:
         """Earlier rules that fail by the shape's structure alone (no value can help)."""
         out = []
-        for earlier in self.rules[: self.order[rule.id]]:
+        for earlier in (self.rules[: self.order[rule.id]] if others is None else others):
             encoded = self.encode(earlier)
             if encoded.terms and any(z3.is_false(z3.simplify(t)) for t in encoded.terms):
                 out.append(earlier.id)
         return out
 
-    def reach(self, rule: Rule) -> Outcome:
-        """Some document of the shape passes every rule before ``rule`` and fails it."""
+    def reach(self, rule: Rule, force: Iterable[str] = ()) -> Outcome:
+        """Some document of the shape passes every rule before ``rule`` and fails it. ``force``:
+        leaf names that keep their template value (no relaxing)."""
         goal, early = self.goal(rule)
         if early is not None:
             return early
@@ -384,11 +452,18 @@ class Session:
         if blockers:
             return Outcome("trivial", core=blockers, reason="an earlier rule fails by structure")
         self.advance(rule)
+        goal, early = self.goal(rule)  # a rebuild during advance makes new terms
+        if early is not None:
+            return early
         solver = self.solver
         solver.push()
         try:
             solver.assert_and_track(goal, f"goal:{rule.id}")
-            return self._relax(self.pin_lits, set(self.pin_leaf))
+            for name in force:
+                literal = f"pin {name}"
+                if literal in self.pin_leaf:
+                    solver.add(z3.Bool(literal))
+            return self._relax()
         finally:
             solver.pop()
 
@@ -398,46 +473,56 @@ class Session:
         if early is not None:
             return early
         self.encode_all()
-        for other in self.rules:
-            if other.id != rule.id:
-                encoded = self.encoded[other.id]
-                if encoded.terms and any(z3.is_false(z3.simplify(t)) for t in encoded.terms):
-                    return Outcome("trivial", core=[other.id], reason="another rule fails by structure")
+        goal, early = self.goal(rule)
+        if early is not None:
+            return early
+        others = [other for other in self.rules if other.id != rule.id]
+        blockers = self.structural_blockers(rule, others)
+        if blockers:
+            return Outcome("trivial", core=blockers[:1], reason="another rule fails by structure")
         self.ensure_solver()
+        self.sync([t for e in self.encoded.values() if e.terms for t in e.terms])
         self.close_prefix()
         solver = self.solver
         solver.push()
         try:
-            for other in self.rules:
+            for other in others:
                 encoded = self.encoded[other.id]
-                if other.id != rule.id and encoded.terms:
+                if encoded.terms:
                     solver.assert_and_track(z3.And(*encoded.terms), other.id)
             solver.assert_and_track(goal, f"goal:{rule.id}")
-            return self._relax(self.pin_lits, set(self.pin_leaf))
+            return self._relax()
         finally:
             solver.pop()
 
     def check(self, extra: Any, label: str = "claim", prefix_all: bool = True) -> Outcome:
         """Some document of the shape passes every rule (when ``prefix_all``) and satisfies
         ``extra``."""
+        if prefix_all:
+            self.encode_all()
         self.ensure_solver()
+        terms = [extra] + ([t for e in self.encoded.values() if e.terms for t in e.terms] if prefix_all else [])
+        self.sync(terms)
         self.close_prefix()
         solver = self.solver
         solver.push()
         try:
             if prefix_all:
                 for rule in self.rules:
-                    encoded = self.encode(rule)
+                    encoded = self.encoded[rule.id]
                     if encoded.terms:
                         solver.assert_and_track(z3.And(*encoded.terms), rule.id)
             solver.assert_and_track(extra, label)
-            return self._relax(self.pin_lits, set(self.pin_leaf))
+            return self._relax()
         finally:
             solver.pop()
 
-    def _relax(self, literals: list, names: set[str]) -> Outcome:
+    def _relax(self) -> Outcome:
+        """Check with every soft pin assumed; release the pins of each unsat core until sat, or
+        until a core holds no pin (then that core, minimized, is the answer)."""
         solver = self.solver
-        active = list(literals)
+        names = set(self.pin_leaf)
+        active = list(self.pin_lits)
         released: list[str] = []
         reason = ""
         for _round in range(self.config.relax_rounds):
@@ -450,17 +535,30 @@ class Session:
             core = [c.decl().name() for c in solver.unsat_core()]
             pinned = {c for c in core if c in names}
             if not pinned:
-                return Outcome("unsat", core=core, released=released)
+                return Outcome("unsat", core=self._minimal_core(active, core), released=released)
             released += sorted(pinned)
             active = [lit for lit in active if lit.decl().name() not in pinned]
             if not active:
                 break
         result = solver.check()
         if result == z3.sat:
-            return Outcome("sat", model=solver.model(), released=sorted(names))
+            model = solver.model()
+            return Outcome("sat", model=model, released=sorted(n for n in names if not _agrees(model, self.pin_leaf[n])))
         if result == z3.unsat:
-            return Outcome("unsat", core=[c.decl().name() for c in solver.unsat_core()], released=sorted(names))
+            core = [c.decl().name() for c in solver.unsat_core()]
+            return Outcome("unsat", core=self._minimal_core([], core), released=sorted(names))
         return Outcome("unknown", reason=solver.reason_unknown() or reason)
+
+    def _minimal_core(self, assumptions: list, fallback: list[str]) -> list[str]:
+        """The unsat core again, minimized by z3 (names of tracked assertions)."""
+        solver = self.solver
+        solver.set("core.minimize", True)
+        try:
+            if solver.check(*assumptions) == z3.unsat:
+                return [c.decl().name() for c in solver.unsat_core()]
+            return fallback
+        finally:
+            solver.set("core.minimize", False)
 
     # -- witnesses --------------------------------------------------------------------------
     def concretize(self, model: Any) -> list[tuple[str, str, Any]]:
@@ -471,5 +569,9 @@ class Session:
         return [(kind, file, doc.tree(model, self.touched)) for kind, file, doc in self.docs]
 
 
-def leaf_label(_session: Session, leaf: Leaf) -> str:
-    return leaf.name
+def _agrees(model: Any, leaf: Leaf) -> bool:
+    """The model keeps the leaf's template value."""
+    try:
+        return leaf.decode(model) == leaf.template and type(leaf.decode(model)) is type(leaf.template)
+    except Exception:  # noqa: BLE001
+        return False

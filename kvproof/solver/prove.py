@@ -48,6 +48,9 @@ class RuleResult:
     reason: str = ""
     documents: list[tuple[str, str]] = attrs.field(factory=list)  # (file, canonical text) of the witness
     changed: list[str] = attrs.field(factory=list)  # template fields the witness changed
+    #: Earlier rules whose concrete verdict differed from their symbolic one on a candidate witness.
+    gaps: list[str] = attrs.field(factory=list)
+    first_rule: str | None = None
 
     @property
     def contrary(self) -> bool:
@@ -60,6 +63,7 @@ class RuleResult:
             "rule": self.rule, "verdict": self.verdict, "expect": self.expect, "witness": self.witness,
             "core": self.core, "seconds": round(self.seconds, 3), "shape": self.shape,
             "shapes_tried": self.shapes_tried, "reason": self.reason, "changed": self.changed,
+            "gaps": self.gaps,
         }
 
 
@@ -94,8 +98,16 @@ class Prover:
         self.sessions: dict[str, Session] = {}
         self._bases: dict[str, list[Shape]] = {}
         self._repaired: dict[str, Shape] = {}
+        self._alternatives: dict | None = None
 
     # -- shapes -----------------------------------------------------------------------------
+    def alternatives(self) -> dict:
+        if self._alternatives is None:
+            from .shapes import alternatives
+
+            self._alternatives = alternatives(self.examples)
+        return self._alternatives
+
     def bases(self, kind: str) -> list[Shape]:
         if kind not in self._bases:
             self._bases[kind] = base_shapes(kind, self.bound, self.examples)
@@ -113,7 +125,7 @@ class Prover:
             seeds = _mutation_seeds(bases)
             mutated: list[Shape] = []
             for base in seeds:
-                mutated += mutations(self.repaired(base))
+                mutated += mutations(self.repaired(base), self.pins, self.alternatives())
             mutated.sort(key=lambda s: s.size)
             yield from mutated
 
@@ -148,11 +160,11 @@ class Prover:
             tried += 1
             is_base = shape.parent is None
             session = self.session(shape, keep=is_base)
-            if is_base:
-                session.ensure_solver(repair=True)
             outcome = session.reach(rule)
             if outcome.status == "sat":
                 self._witness(rule, session, outcome, result)
+                if result.verdict == "mismatch":
+                    self._refine(rule, session, result)
                 break
             if outcome.status == "unsat":
                 cores += [c for c in outcome.core if not c.startswith("goal:")]
@@ -175,6 +187,33 @@ class Prover:
         result.seconds = time.perf_counter() - start
         return result
 
+    def _refine(self, rule: Rule, session: Session, result: RuleResult, rounds: int = 3) -> None:
+        """A witness the concrete checker refuses with an earlier rule Q first shows a place
+        where Q's symbolic and concrete verdicts differ (a semantic gap, reported in
+        ``result.gaps``). Ask again with the leaves Q reads kept at their template values."""
+        force: set[str] = set()
+        for _ in range(rounds):
+            culprit = result.first_rule
+            if culprit is None or culprit == rule.id or culprit not in session.order:
+                return
+            result.gaps.append(culprit)
+            encoded = session.encode(self._rule(culprit))
+            if not encoded.terms:
+                return
+            from .symbolic import collect_consts
+
+            names = collect_consts(encoded.terms)
+            force |= {leaf.name for leaf in session.active if any(n in names for n in leaf.var_names)}
+            outcome = session.reach(rule, force=force)
+            if outcome.status != "sat":
+                return
+            self._witness(rule, session, outcome, result)
+            if result.verdict == "reachable":
+                return
+
+    def _rule(self, rule_id: str) -> Rule:
+        return next(r for r in self.rules if r.id == rule_id)
+
     def _witness(self, rule: Rule, session: Session, outcome: Outcome, result: RuleResult) -> None:
         result.shape = session.shape.name
         result.changed = [name.removeprefix("pin ") for name in outcome.released]
@@ -187,9 +226,10 @@ class Prover:
         from ..models.codec import dumps
 
         result.documents = [(file, dumps(tree)) for _, file, tree in trees]
-        verdict, reason = replay(rule.id, result.documents)
+        verdict, reason, first = replay(rule.id, result.documents)
         result.verdict = verdict
         result.reason = reason
+        result.first_rule = first
 
     # -- redundancy ---------------------------------------------------------------------------
     def redundancy(self, rule: Rule) -> Redundancy:
@@ -200,8 +240,6 @@ class Prover:
         for shape in self.candidates(rule):
             is_base = shape.parent is None
             session = self.session(shape, keep=is_base)
-            if is_base:
-                session.ensure_solver(repair=True)
             outcome = session.implied(rule)
             if outcome.status == "sat":
                 out.verdict = "needed"
@@ -225,9 +263,10 @@ class Prover:
         return out
 
 
-def replay(rule_id: str, documents: list[tuple[str, str]]) -> tuple[str, str]:
-    """Load the witness texts strictly and check them: ("reachable", "") when the concrete checker
-    refuses them with ``rule_id`` first, ("mismatch", why) otherwise."""
+def replay(rule_id: str, documents: list[tuple[str, str]]) -> tuple[str, str, str | None]:
+    """Load the witness texts strictly and check them: ("reachable", text, rule) when the
+    concrete checker refuses them with ``rule_id`` first, ("mismatch", why, first rule or None)
+    otherwise."""
     from ..rules.check import check
 
     loaded = []
@@ -236,15 +275,15 @@ def replay(rule_id: str, documents: list[tuple[str, str]]) -> tuple[str, str]:
             loaded.append(load_bytes(text.encode("utf-8"), file=f"witness/{file}"))
         except InputError as exc:
             first = exc.diagnostics[0]
-            return "mismatch", f"the witness does not load: {first.rule} {first.path}: {first.message}"
+            return "mismatch", f"the witness does not load: {first.rule} {first.path}: {first.message}", None
     diagnostics = check(loaded)
     if not diagnostics:
-        return "mismatch", "the concrete checker accepts the witness"
-    if diagnostics[0].rule != rule_id:
-        first = diagnostics[0]
-        return "mismatch", f"the concrete checker refuses the witness with {first.rule} first ({first.path}: {first.message})"
+        return "mismatch", "the concrete checker accepts the witness", None
     first = diagnostics[0]
-    return "reachable", f"{first.path}: {first.message}"
+    if first.rule != rule_id:
+        return ("mismatch", f"the concrete checker refuses the witness with {first.rule} first ({first.path}: "
+                f"{first.message})", first.rule)
+    return "reachable", f"{first.path}: {first.message}", first.rule
 
 
 def write_witness(directory: Path, result: RuleResult) -> str | None:
@@ -273,12 +312,14 @@ def _template_tree(doc) -> Any:
 
 
 def _mutation_seeds(bases: list[Shape]) -> list[Shape]:
-    """The base shapes whose mutations are tried: the smallest per example and document set."""
+    """The base shapes whose mutations are tried: per example, document set and single-group
+    selection, the one with the most layers (a profile: the one-group shapes)."""
     seeds: dict[tuple, Shape] = {}
     for shape in bases:
-        key = (shape.name.split(" ")[0], shape.name.split(" ")[1] if " " in shape.name else "", shape.kinds)
-        if key not in seeds or shape.size < seeds[key].size:
-            seeds[key] = shape
+        if shape.seed_key is None:
+            continue
+        if shape.seed_key not in seeds or shape.size > seeds[shape.seed_key].size:
+            seeds[shape.seed_key] = shape
     return sorted(seeds.values(), key=lambda s: s.size)
 
 

@@ -76,6 +76,9 @@ class Shape:
     size: int = 0
     #: The base shape a mutation came from (None for a base shape).
     parent: str | None = None
+    #: Base shapes with the same seed key are variants of one another (more layers); mutations are
+    #: derived from the largest of each key (None: not a mutation seed).
+    seed_key: tuple | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -226,12 +229,12 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
     shapes: list[Shape] = []
     seen: set[str] = set()
 
-    def add(name: str, documents: list[tuple[str, str, Any]]) -> None:
+    def add(name: str, documents: list[tuple[str, str, Any]], seed_key: tuple | None = None) -> None:
         text = json.dumps([d[2] for d in documents], sort_keys=True)
         if text in seen:
             return
         seen.add(text)
-        shapes.append(Shape(name, tuple(documents), sum(tree_size(d[2]) for d in documents)))
+        shapes.append(Shape(name, tuple(documents), sum(tree_size(d[2]) for d in documents), seed_key=seed_key))
 
     for example, files in examples:
         workers = [(f, t) for f, (k, t) in files.items() if k == "worker"]
@@ -244,15 +247,16 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
                 if len(selection) > bound.groups:
                     continue
                 label = f"{example} groups{selection} layers<={layers}"
+                seed = (kind, example, tuple(selection)) if len(selection) == 1 else None
                 if kind == "worker" and workers:
-                    add(f"worker {label}", [("worker", workers[0][0], shrink_record(workers[0][1], selection, layers))])
+                    add(f"worker {label}", [("worker", workers[0][0], shrink_record(workers[0][1], selection, layers))], seed)
                 if kind == "scheduler" and schedulers:
-                    add(f"scheduler {label}", [("scheduler", schedulers[0][0], shrink_record(schedulers[0][1], selection, layers))])
+                    add(f"scheduler {label}", [("scheduler", schedulers[0][0], shrink_record(schedulers[0][1], selection, layers))], seed)
                 if kind == "bundle" and workers and schedulers:
                     docs = [("scheduler", schedulers[0][0], shrink_record(schedulers[0][1], selection, layers))]
                     for file, tree in workers[: bound.workers]:
                         docs.append(("worker", file, shrink_record(tree, selection, layers)))
-                    add(f"bundle {label} workers={min(bound.workers, len(workers))}", docs)
+                    add(f"bundle {label} workers={min(bound.workers, len(workers))}", docs, seed)
                     if profiles:
                         add(f"bundle+profile {label}", docs + [("profile", profiles[0][0], shrink_profile(profiles[0][1], selection))])
         if kind == "profile":
@@ -261,7 +265,8 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
                 for count in range(1, min(bound.groups, len(groups)) + 1):
                     for start in range(0, len(groups) - count + 1):
                         add(f"profile {example} groups[{start}:{start + count}]",
-                            [("profile", file, shrink_profile(tree, list(range(start, start + count))))])
+                            [("profile", file, shrink_profile(tree, list(range(start, start + count))))],
+                            ("profile", example, start) if count == 1 else None)
     shapes.sort(key=lambda s: s.size)
     return shapes
 
@@ -270,12 +275,16 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
 # Structural mutations
 
 
-def mutations(shape: Shape, limit: int = 400) -> list[Shape]:
-    """One-edit structural variants of a shape, smallest first."""
+def mutations(shape: Shape, pins: Iterable[str] = (), alternatives: dict | None = None, limit: int = 600) -> list[Shape]:
+    """One-edit structural variants of a shape: list elements dropped or duplicated, mapping keys
+    dropped or added, optional objects removed or added, identifiers renamed, and every *pinned*
+    leaf (a value bindings branch on) set to each other value the examples hold at that place."""
     out: list[Shape] = []
+    pins = frozenset(pins)
+    alternatives = alternatives or {}
     for doc_index, (kind, file, tree) in enumerate(shape.documents):
         cls = document_class(kind)
-        for description, mutated in _mutate(cls, tree, "$"):
+        for description, mutated in _mutate(cls, tree, "$", "", pins, alternatives):
             documents = list(shape.documents)
             documents[doc_index] = (kind, file, mutated)
             name = f"{shape.name} | {file}: {description}"
@@ -286,27 +295,51 @@ def mutations(shape: Shape, limit: int = 400) -> list[Shape]:
     return out
 
 
-def _mutate(cls: type, tree: Any, path: str) -> Iterable[tuple[str, Any]]:
+def _mutate(cls: type, tree: Any, path: str, spath: str, pins: frozenset, alternatives: dict) -> Iterable[tuple[str, Any]]:
     """(description, mutated tree) for single structural edits inside an attrs object's tree."""
     import typing
 
-    from .symbolic import _hints, _leaf_kind, _unwrap_optional
+    from .symbolic import Policy, _hints, _leaf_kind, _unwrap_optional, schema_path
     from ..models.codec import ABSENT
     from ..rules.core import child
 
     if not isinstance(tree, dict):
         return
     hints = _hints(cls)
+    policy = Policy(pinned=pins)
     for field in attrs.fields(cls):
         key = field.alias or field.name
         type_, nullable = _unwrap_optional(hints[field.name])
         absentable = field.default is ABSENT
         value = tree.get(key, ABSENT)
         where = child(path, key)
+        here = schema_path(spath, key)
         leaf = _leaf_kind(type_)
         if leaf is not None:
-            if leaf[0] == "str" and leaf[1] is None and isinstance(value, str) and key not in ("schema_version",):
-                yield f"{where} renamed", _set(tree, key, value + ".x")
+            kind, literal = leaf
+            if literal is not None and len(literal) == 1 and not nullable and not absentable:
+                continue
+            if not policy.is_pinned(here, kind) or key == "schema_version":
+                continue
+            options: list = []
+            if kind == "str" and isinstance(value, str):
+                options.append(value + ".x")
+            for option in alternatives.get(here, ()):
+                if option not in options:
+                    options.append(option)
+            if kind in ("int", "signed", "scalar") and type(value) is int:
+                options += [value + 1, 0] + ([-1] if kind != "int" else [])
+            if nullable or kind == "scalar":
+                options.append(None)
+            if absentable:
+                options.append(ABSENT)
+            for option in options:
+                if option is value or (type(option) is type(value) and option == value):
+                    continue
+                if option is ABSENT:
+                    yield f"{where} removed", _drop(tree, key)
+                else:
+                    yield f"{where} = {json.dumps(option)}", _set(tree, key, option)
             continue
         if value is ABSENT:
             default = _default_tree(type_)
@@ -335,7 +368,7 @@ def _mutate(cls: type, tree: Any, path: str) -> Iterable[tuple[str, Any]]:
                     yield f"{child(where, len(value) - 1)} renamed", _set(tree, key, value[:-1] + [value[-1] + ".x"])
                 if attrs.has(item_type):
                     for i in indices:
-                        for description, item in _mutate(item_type, value[i], child(where, i)):
+                        for description, item in _mutate(item_type, value[i], child(where, i), here, pins, alternatives):
                             yield description, _set(tree, key, value[:i] + [item] + value[i + 1:])
                 elif typing.get_origin(item_type) is list:
                     for i in indices:
@@ -356,7 +389,7 @@ def _mutate(cls: type, tree: Any, path: str) -> Iterable[tuple[str, Any]]:
                 for name in sorted({keys[0], keys[-1]}):
                     item = value[name]
                     if attrs.has(item_type):
-                        for description, mutated in _mutate(item_type, item, child(where, name)):
+                        for description, mutated in _mutate(item_type, item, child(where, name), schema_path(here, "*"), pins, alternatives):
                             yield description, _set(tree, key, {**value, name: mutated})
                     elif typing.get_origin(item_type) is list and isinstance(item, list):
                         (inner_type,) = typing.get_args(item_type)
@@ -365,11 +398,37 @@ def _mutate(cls: type, tree: Any, path: str) -> Iterable[tuple[str, Any]]:
                             yield f"{child(child(where, name), len(item) - 1)} duplicated", \
                                 _set(tree, key, {**value, name: item + [copy.deepcopy(item[-1])]})
                             if attrs.has(inner_type):
-                                for description, mutated in _mutate(inner_type, item[0], child(child(where, name), 0)):
+                                for description, mutated in _mutate(inner_type, item[0], child(child(where, name), 0),
+                                                                    schema_path(here, "*"), pins, alternatives):
                                     yield description, _set(tree, key, {**value, name: [mutated] + item[1:]})
         elif attrs.has(type_):
-            for description, mutated in _mutate(type_, value, where):
+            for description, mutated in _mutate(type_, value, where, here, pins, alternatives):
                 yield description, _set(tree, key, mutated)
+
+
+def alternatives(root: Path | None = None) -> dict[str, list]:
+    """Every scalar value the examples hold, by schema path (the values a pinned leaf may take)."""
+    out: dict[str, list] = {}
+    for _example, files in _load_examples(root or examples_dir()):
+        for kind, tree in files.values():
+            _collect(tree, "", out)
+    return out
+
+
+def _collect(tree: Any, spath: str, out: dict) -> None:
+    from .symbolic import schema_path
+
+    if isinstance(tree, dict):
+        keyed = spath.endswith(("layer_specs", "layer_tensors"))
+        for key, value in tree.items():
+            _collect(value, schema_path(spath, "*" if keyed else key), out)
+    elif isinstance(tree, list):
+        for value in tree:
+            _collect(value, spath, out)
+    else:
+        values = out.setdefault(spath, [])
+        if not any(type(v) is type(tree) and v == tree for v in values) and len(values) < 12:
+            values.append(tree)
 
 
 def _set(tree: dict, key: str, value: Any) -> dict:

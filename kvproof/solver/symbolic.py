@@ -97,16 +97,28 @@ class SymbolicFlowError(TypeError):
     to read as a bool; the prover pins the leaves involved and builds the shape again.
     """
 
-    def __init__(self, message: str, term: Any = None, leaf: "Leaf | None" = None):
+    def __init__(self, message: str, term: Any = None, leaf: "Leaf | None" = None, terms: list | None = None):
         super().__init__(message)
         self.term = term
         self.leaf = leaf
+        self.terms = list(terms or ()) + ([term] if term is not None else [])
 
 
 def _no_bool(self) -> bool:
     raise SymbolicFlowError(
         f"symbolic value {self.path} used in Python control flow; write the body with kvproof.logic helpers",
         leaf=self._leaf)
+
+
+#: Leaves whose symbolic protocol was read, most recent last (``None``: not recording). The prover
+#: records while it encodes a rule: when a body fails on a symbolic value (a helper that cannot
+#: take it), the leaf read last is pinned and the rule encoded again.
+ACCESS_LOG: list | None = None
+
+
+def _accessed(leaf: "Leaf") -> None:
+    if ACCESS_LOG is not None:
+        ACCESS_LOG.append(leaf)
 
 
 class SymValue:
@@ -127,6 +139,7 @@ class SymValue:
     @property
     def given(self):
         """The document holds the key (``HasKey``)."""
+        _accessed(self._leaf)
         if "given" not in self._cache:
             self._cache["given"] = self.tag != ABSENT_T if ABSENT_T in self._leaf.tags else z3.BoolVal(True)
         return self._cache["given"]
@@ -134,6 +147,7 @@ class SymValue:
     @property
     def present(self):
         """The key holds a value, not null (``Present``)."""
+        _accessed(self._leaf)
         if "present" not in self._cache:
             nonvalue = [t for t in (ABSENT_T, NULL_T) if t in self._leaf.tags]
             self._cache["present"] = z3.And(*[self.tag != t for t in nonvalue]) if nonvalue else z3.BoolVal(True)
@@ -142,15 +156,23 @@ class SymValue:
     @property
     def is_int(self):
         """The value is an integer (``IsInt``; a bool or a float is not one)."""
+        _accessed(self._leaf)
         if "is_int" not in self._cache:
             self._cache["is_int"] = self.tag == INT_T if INT_T in self._leaf.tags else z3.BoolVal(False)
         return self._cache["is_int"]
 
     @property
     def value(self):
-        """``ValueOf`` semantics: the integer when it holds one, else 0."""
+        """``ValueOf`` semantics for integer and scalar leaves (the integer when it holds one,
+        else 0); the payload itself for a bool, float or string leaf (``OrDefault`` reads it)."""
+        _accessed(self._leaf)
         if "value" not in self._cache:
-            self._cache["value"] = z3.If(self.is_int, self.ival, 0) if self.ival is not None else z3.IntVal(0)
+            kind = self._leaf.kind
+            if kind in ("int", "signed", "scalar"):
+                value = z3.If(self.is_int, self.ival, 0) if self.ival is not None else z3.IntVal(0)
+            else:
+                value = self._leaf.payload[_TYPE_TAG[kind]]
+            self._cache["value"] = value
         return self._cache["value"]
 
     def __repr__(self) -> str:
@@ -165,8 +187,116 @@ class SymValue:
     def _is(self, tag: int):
         return self.tag == tag if self._has(tag) else z3.BoolVal(False)
 
-    def is_number(self):
+    def _numeric_tag(self):
+        """Holds a number in Python's sense (int, bool or float): what ``==`` compares."""
         return z3.Or(self._is(INT_T), self._is(BOOL_T), self._is(FLOAT_T))
+
+    @property
+    def is_number(self):
+        """``IsNumber``: a finite int or float (a bool is not a number here)."""
+        _accessed(self._leaf)
+        return z3.Or(self._is(INT_T), self._is(FLOAT_T))
+
+    @property
+    def real_value(self):
+        """``RealOf``: the exact value of an int or a float, 0 for anything else."""
+        _accessed(self._leaf)
+        if "real_value" not in self._cache:
+            real = z3.RealVal(0)
+            if self.rval is not None:
+                real = z3.If(self._is(FLOAT_T), self.rval, real)
+            if self.ival is not None:
+                real = z3.If(self._is(INT_T), z3.ToReal(self.ival), real)
+            self._cache["real_value"] = real
+        return self._cache["real_value"]
+
+    def same_scalar(self, other: Any):
+        """Exactly the same JSON value (``SameScalar``): same type and value; absent is not null."""
+        if isinstance(other, SymValue):
+            parts = [z3.And(self._is(t), other._is(t)) for t in (ABSENT_T, NULL_T)]
+            for tag, mine, theirs in ((INT_T, self.ival, other.ival), (BOOL_T, self.bval, other.bval),
+                                      (FLOAT_T, self.rval, other.rval), (STR_T, self.sval, other.sval)):
+                if mine is not None and theirs is not None:
+                    parts.append(z3.And(self._is(tag), other._is(tag), mine == theirs))
+            return z3.Or(*parts)
+        if other is ABSENT:
+            return self._is(ABSENT_T)
+        if other is None:
+            return self._is(NULL_T)
+        if isinstance(other, bool) or (z3.is_expr(other) and z3.is_bool(other)):
+            return z3.And(self._is(BOOL_T), self.bval == other) if self.bval is not None else z3.BoolVal(False)
+        if isinstance(other, int) or (z3.is_expr(other) and other.sort() == z3.IntSort()):
+            return z3.And(self._is(INT_T), self.ival == other) if self.ival is not None else z3.BoolVal(False)
+        if isinstance(other, float) or (z3.is_expr(other) and other.sort() == z3.RealSort()):
+            value = z3.RealVal(Fraction(other)) if isinstance(other, float) else other
+            return z3.And(self._is(FLOAT_T), self.rval == value) if self.rval is not None else z3.BoolVal(False)
+        if isinstance(other, str) or (z3.is_expr(other) and other.sort() == z3.StringSort()):
+            return z3.And(self._is(STR_T), self.sval == other) if self.sval is not None else z3.BoolVal(False)
+        raise TypeError(f"cannot compare {self.path} with {other!r}")
+
+    def __repr__(self) -> str:
+        return f"SymValue({self.path})"
+
+    __hash__ = object.__hash__
+
+    # -- Python's == across JSON scalars ------------------------------------------------------
+    def _has(self, tag: int) -> bool:
+        return tag in self._leaf.tags
+
+    def _is(self, tag: int):
+        return self.tag == tag if self._has(tag) else z3.BoolVal(False)
+
+    def _numeric_tag(self):
+        """Holds a number in Python's sense (int, bool or float): what ``==`` compares."""
+        return z3.Or(self._is(INT_T), self._is(BOOL_T), self._is(FLOAT_T))
+
+    @property
+    def is_number(self):
+        """``IsNumber``: a finite int or float (a bool is not a number here)."""
+        _accessed(self._leaf)
+        return z3.Or(self._is(INT_T), self._is(FLOAT_T))
+
+    @property
+    def real_value(self):
+        """``RealOf``: the exact value of an int or a float, 0 for anything else."""
+        _accessed(self._leaf)
+        if "real_value" not in self._cache:
+            real = z3.RealVal(0)
+            if self.rval is not None:
+                real = z3.If(self._is(FLOAT_T), self.rval, real)
+            if self.ival is not None:
+                real = z3.If(self._is(INT_T), z3.ToReal(self.ival), real)
+            self._cache["real_value"] = real
+        return self._cache["real_value"]
+
+    def same_scalar(self, other: Any):
+        """Exactly the same JSON value (``SameScalar``): same type and value; absent is not null."""
+        if isinstance(other, SymValue):
+            parts = [z3.And(self._is(t), other._is(t)) for t in (ABSENT_T, NULL_T)]
+            for tag, mine, theirs in ((INT_T, self.ival, other.ival), (BOOL_T, self.bval, other.bval),
+                                      (FLOAT_T, self.rval, other.rval), (STR_T, self.sval, other.sval)):
+                if mine is not None and theirs is not None:
+                    parts.append(z3.And(self._is(tag), other._is(tag), mine == theirs))
+            return z3.Or(*parts)
+        if other is ABSENT:
+            return self._is(ABSENT_T)
+        if other is None:
+            return self._is(NULL_T)
+        if isinstance(other, bool) or (z3.is_expr(other) and z3.is_bool(other)):
+            return z3.And(self._is(BOOL_T), self.bval == other) if self.bval is not None else z3.BoolVal(False)
+        if isinstance(other, int) or (z3.is_expr(other) and other.sort() == z3.IntSort()):
+            return z3.And(self._is(INT_T), self.ival == other) if self.ival is not None else z3.BoolVal(False)
+        if isinstance(other, float) or (z3.is_expr(other) and other.sort() == z3.RealSort()):
+            value = z3.RealVal(Fraction(other)) if isinstance(other, float) else other
+            return z3.And(self._is(FLOAT_T), self.rval == value) if self.rval is not None else z3.BoolVal(False)
+        if isinstance(other, str) or (z3.is_expr(other) and other.sort() == z3.StringSort()):
+            return z3.And(self._is(STR_T), self.sval == other) if self.sval is not None else z3.BoolVal(False)
+        raise TypeError(f"cannot compare {self.path} with {other!r}")
+
+    def or_default(self, default: Any) -> Any:
+        """``OrDefault``: the value, or ``default`` when absent or null (a SymValue when the
+        default is None, so the result keeps its JSON type)."""
+        raise NotImplementedError  # see docs/solver-requests.md: logic.OrDefault does not delegate yet
 
     def numeric(self):
         """The number it holds (int, bool as 0/1, float) as a term; Int when only ints are possible."""
@@ -182,8 +312,9 @@ class SymValue:
         return real
 
     def __eq__(self, other: Any):  # noqa: PLR0911 - one case per JSON scalar type
+        _accessed(self._leaf)
         if isinstance(other, SymValue):
-            parts = [z3.And(self.is_number(), other.is_number(), _num_eq(self.numeric(), other.numeric())),
+            parts = [z3.And(self._numeric_tag(), other._numeric_tag(), _num_eq(self.numeric(), other.numeric())),
                      z3.And(self._is(NULL_T), other._is(NULL_T)),
                      z3.And(self._is(ABSENT_T), other._is(ABSENT_T))]
             if self.sval is not None and other.sval is not None:
@@ -198,13 +329,13 @@ class SymValue:
         if isinstance(other, (bool, int, float, Fraction)):
             if self.sval is not None and not self.is_number_possible():
                 return z3.BoolVal(False)
-            return z3.And(self.is_number(), _num_eq(self.numeric(), _num_const(other)))
+            return z3.And(self._numeric_tag(), _num_eq(self.numeric(), _num_const(other)))
         if z3.is_expr(other):
             if other.sort() == z3.StringSort():
                 return z3.And(self._is(STR_T), self.sval == other) if self.sval is not None else z3.BoolVal(False)
             if other.sort() == z3.BoolSort():
                 other = z3.If(other, z3.IntVal(1), z3.IntVal(0))
-            return z3.And(self.is_number(), _num_eq(self.numeric(), other))
+            return z3.And(self._numeric_tag(), _num_eq(self.numeric(), other))
         return NotImplemented
 
     def is_number_possible(self) -> bool:
@@ -299,6 +430,100 @@ def _align(a: Any, b: Any):
 
 
 # --------------------------------------------------------------------------------------------
+# Required leaves: z3 terms that also speak the optional-field protocol
+#
+# A required field is always present, so ``Present``/``HasKey`` are true, ``IsInt`` is true for
+# an integer field, ``ValueOf`` of an integer field is the field, ``RealOf``/``IsNumber`` see an
+# integer or float field as the number it is. The classes below are z3 terms (subclasses of z3's
+# own, so every z3 operation takes them) with those attributes; ``__module__`` starts with "z3"
+# because that is how ``kvproof.logic.is_symbolic`` recognises a z3 term without importing z3.
+
+
+class _Protocol:
+    _leaf_kind = ""
+
+    @property
+    def given(self):
+        return z3.BoolVal(True)
+
+    @property
+    def present(self):
+        return z3.BoolVal(True)
+
+    @property
+    def is_int(self):
+        return z3.BoolVal(self._leaf_kind == "int")
+
+    @property
+    def is_number(self):
+        return z3.BoolVal(self._leaf_kind in ("int", "real"))
+
+    @property
+    def value(self):
+        """``ValueOf``: the integer for an integer field, else 0."""
+        if self._leaf_kind == "int":
+            return z3.ArithRef(self.as_ast(), self.ctx)
+        return z3.IntVal(0)
+
+    @property
+    def real_value(self):
+        if self._leaf_kind == "int":
+            return z3.ToReal(z3.ArithRef(self.as_ast(), self.ctx))
+        if self._leaf_kind == "real":
+            return z3.ArithRef(self.as_ast(), self.ctx)
+        return z3.RealVal(0)
+
+    def same_scalar(self, other: Any):
+        """Exactly the same JSON value (see ``SymValue.same_scalar``)."""
+        if isinstance(other, SymValue):
+            return other.same_scalar(self)
+        plain = _plain(self)
+        if isinstance(other, bool) or (z3.is_expr(other) and z3.is_bool(other)):
+            return plain == other if self._leaf_kind == "bool" else z3.BoolVal(False)
+        if isinstance(other, int) or (z3.is_expr(other) and other.sort() == z3.IntSort()):
+            return plain == other if self._leaf_kind == "int" else z3.BoolVal(False)
+        if isinstance(other, float) or (z3.is_expr(other) and other.sort() == z3.RealSort()):
+            value = z3.RealVal(Fraction(other)) if isinstance(other, float) else other
+            return plain == value if self._leaf_kind == "real" else z3.BoolVal(False)
+        if isinstance(other, str) or (z3.is_expr(other) and other.sort() == z3.StringSort()):
+            return plain == other if self._leaf_kind == "str" else z3.BoolVal(False)
+        return z3.BoolVal(False)
+
+
+class SymInt(_Protocol, z3.ArithRef):
+    _leaf_kind = "int"
+    __module__ = "z3.kvproof_leaf"
+
+
+class SymReal(_Protocol, z3.ArithRef):
+    _leaf_kind = "real"
+    __module__ = "z3.kvproof_leaf"
+
+
+class SymBool(_Protocol, z3.BoolRef):
+    _leaf_kind = "bool"
+    __module__ = "z3.kvproof_leaf"
+
+
+class SymStr(_Protocol, z3.SeqRef):
+    _leaf_kind = "str"
+    __module__ = "z3.kvproof_leaf"
+
+
+def _required(term: Any) -> Any:
+    sort = term.sort()
+    cls = {z3.IntSort(): SymInt, z3.RealSort(): SymReal, z3.BoolSort(): SymBool}.get(sort)
+    if cls is None and sort == z3.StringSort():
+        cls = SymStr
+    return cls(term.as_ast(), term.ctx) if cls is not None else term
+
+
+def _plain(term: Any) -> Any:
+    """The term as z3's own class (without the protocol attributes)."""
+    return z3._to_expr_ref(term.as_ast(), term.ctx)
+
+
+# --------------------------------------------------------------------------------------------
 # Leaves
 
 
@@ -342,7 +567,7 @@ class Leaf:
         self.label = label
         name = f"{label}{self.path}"
         if not self.optional:
-            self.term = self._payload(self._base_tag(), name)
+            self.term = _required(self._payload(self._base_tag(), name))
             return
         self.tag = z3.Int(f"{name}#tag")
         self.var_names.append(f"{name}#tag")

@@ -109,15 +109,19 @@ TOP_LEVEL_KEYS = {
     "max_num_batched_tokens", "async_scheduling", "max_num_seqs", "dcp", "tp",
     "disable_hybrid_kv_cache_manager", "kv_cache_layout", "supported_kv_cache_layouts",
     "platform_alignment", "views", "simulate",
+    # kvproof extensions (docs/simulator.md): auto-fit of max_model_len
+    "original_max_model_len",
 }
 LAYER_KEYS = {"name", "range", "indices", "index", "spec"}
 SPECULATIVE_KEYS = {"method", "num_speculative_tokens", "eagle_block_drop", "multi_module_mtp"}
 PLATFORM_ALIGNMENT_KEYS = {
     "use_mla", "num_kv_heads", "head_size", "model_dtype", "backend_kernel_block_sizes",
     "other_backend_kernel_block_sizes", "mamba_prefill_checkpoint_alignment",
+    # kvproof extensions: cache_config.cache_dtype and the backends' names
+    "cache_dtype", "backend_names",
 }
 VIEWS_KEYS = {"num_blocks", "backends"}
-VIEW_BACKEND_KEYS = {"match", "kernel_block_sizes"}
+VIEW_BACKEND_KEYS = {"match", "kernel_block_sizes", "name"}  # name: kvproof extension
 
 # The layer spec classes a model reports (v1/kv_cache_interface.py). HiSparse and
 # UniformTypeKVCacheSpecs are built by the planner, never reported by a layer.
@@ -202,6 +206,20 @@ def _kernel_sizes(value: Any, path: str) -> list[int | MultipleOf]:
         else:
             out.append(_int(item, f"{path}[{i}]", minimum=1))
     return out
+
+
+def _cache_dtype(value: Any, path: str) -> str:
+    from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
+
+    if value != "auto" and value not in STR_DTYPE_TO_TORCH_DTYPE:
+        raise BadInput(f"unknown cache_dtype {json.dumps(value)}", path)
+    return value
+
+
+def _names(value: Any, path: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadInput("expected a list of names", path)
+    return list(value)
 
 
 def _check_keys(obj: Any, allowed: set[str], path: str) -> dict:
@@ -352,6 +370,10 @@ def parse_geometry(doc: Any) -> dict:
     if "max_model_len" not in doc:
         raise BadInput("max_model_len is required", "$.max_model_len")
     g["max_model_len"] = _int(doc["max_model_len"], "$.max_model_len", minimum=1)
+    original = doc.get("original_max_model_len", g["max_model_len"])
+    if not _is_int(original) or not (original == -1 or original >= 1):
+        raise BadInput("expected -1 (auto-fit) or a positive integer", "$.original_max_model_len")
+    g["original_max_model_len"] = original
     g["enable_prefix_caching"] = _bool(doc.get("enable_prefix_caching", True), "$.enable_prefix_caching")
     mode = doc.get("mamba_cache_mode")
     if mode is not None and mode not in MAMBA_MODES:
@@ -477,6 +499,8 @@ def parse_geometry(doc: Any) -> dict:
             "mamba_prefill_checkpoint_alignment": _int(
                 pa.get("mamba_prefill_checkpoint_alignment"),
                 "$.platform_alignment.mamba_prefill_checkpoint_alignment", minimum=1, optional=True),
+            "cache_dtype": _cache_dtype(pa.get("cache_dtype", "auto"), "$.platform_alignment.cache_dtype"),
+            "backend_names": _names(pa.get("backend_names", []), "$.platform_alignment.backend_names"),
         }
     g["platform_alignment"] = pa
 
@@ -490,6 +514,7 @@ def parse_geometry(doc: Any) -> dict:
         for i, b in enumerate(backends):
             b = _check_keys(b, VIEW_BACKEND_KEYS, f"$.views.backends[{i}]")
             parsed_backends.append({
+                "name": _str(b.get("name"), f"$.views.backends[{i}].name", optional=True),
                 "match": _str(b.get("match"), f"$.views.backends[{i}].match"),
                 "kernel_block_sizes": _kernel_sizes(b.get("kernel_block_sizes"),
                                                     f"$.views.backends[{i}].kernel_block_sizes"),
@@ -519,8 +544,9 @@ class ModelConfigStandIn:
     def __init__(self, g: dict):
         pa = g["platform_alignment"] or {}
         self.max_model_len = g["max_model_len"]
-        # Not -1: auto-fit (kv_cache_planning.py:1337-1410) is not requested by a geometry.
-        self.original_max_model_len = g["max_model_len"]
+        # -1 asks get_kv_cache_configs for auto-fit (kv_cache_planning.py:1337-1410); max_model_len
+        # is then the model's derived maximum.
+        self.original_max_model_len = g["original_max_model_len"]
         self.supports_kv_cache_grouping = False  # no SupportsKVCacheGrouping model
         self.architecture = ARCH
         self.architectures = [ARCH]
@@ -545,11 +571,11 @@ class ModelConfigStandIn:
         return self._head_size
 
 
-def _make_speculative_config(spec: dict) -> SpeculativeConfig:
+def _make_speculative_config(spec: dict, num_speculative_tokens: int) -> SpeculativeConfig:
     """A SpeculativeConfig whose own methods (use_eagle, use_eagle_block_drop,
     use_multi_module_mtp, ...) run unchanged; a real one needs a draft model from a hub."""
     cfg = SpeculativeConfig.__new__(SpeculativeConfig)
-    n = spec["num_speculative_tokens"]
+    n = num_speculative_tokens
     values = {
         "method": spec["method"],
         "num_speculative_tokens": n,
@@ -558,10 +584,11 @@ def _make_speculative_config(spec: dict) -> SpeculativeConfig:
         "num_speculative_tokens_per_batch_size": None,
         "disable_padded_drafter_batch": False,
         "parallel_drafting": False,
-        # use_multi_module_mtp: min(num_nextn_predict_layers, n) > 1 (config/speculative.py:2188-2194)
+        # use_multi_module_mtp: min(num_nextn_predict_layers, n) > 1 (config/speculative.py:2188-2194);
+        # a multi-module MTP draft has a module for every speculative token.
         "draft_model_config": types.SimpleNamespace(
             hf_config=types.SimpleNamespace(
-                num_nextn_predict_layers=n if spec["multi_module_mtp"] else 1,
+                num_nextn_predict_layers=max(n, 2) if spec["multi_module_mtp"] else 1,
                 model_type="kvproof_geometry_draft"),
             architectures=[]),
     }
@@ -574,9 +601,12 @@ class GeometryMambaLayer(MambaBase):
     """A Mamba layer whose state is the geometry's; ``MambaBase.get_kv_cache_spec``
     (model_executor/layers/mamba/abstract.py:72-91) builds its MambaSpec."""
 
-    def __init__(self, fields: dict, checkpoint_alignment: int | None):
+    def __init__(self, fields: dict, checkpoint_alignment: int | None, num_speculative_blocks: int | None):
         self._fields = fields
         self._checkpoint_alignment = checkpoint_alignment
+        # The geometry's top-level num_speculative_tokens without a speculative block: vLLM's
+        # num_speculative_tokens (config/vllm.py:611-623) has no other source here.
+        self._num_speculative_blocks = num_speculative_blocks
 
     def get_state_shape(self):
         return self._fields["shapes"]
@@ -604,6 +634,8 @@ class GeometryMambaLayer(MambaBase):
         # blocks, mamba_mixer2.py:1108-1118); a field stated in the geometry wins over the default.
         extra = {k: v for k, v in self._fields.items()
                  if k not in ("shapes", "dtypes", "mamba_type", "tp_replicated")}
+        if self._num_speculative_blocks is not None and "num_speculative_blocks" not in extra:
+            extra["num_speculative_blocks"] = self._num_speculative_blocks
         return dataclasses.replace(spec, **extra) if extra else spec
 
 
@@ -628,7 +660,14 @@ def _stand_in_backend(name: str, kernel_sizes: list, layouts: tuple | None = Non
         "get_impl_cls": staticmethod(lambda: None),
         "supported_kv_cache_layouts": classmethod(lambda cls: layouts),
     }
-    return type(f"GeometryBackend_{re.sub(r'[^0-9A-Za-z]', '_', name)}", (AttentionBackend,), attrs)
+    # A class name of its own: vLLM tells backends apart by module and qualified name
+    # (AttentionBackend.full_cls_name, gpu_model_runner.py:6658-6680).
+    _stand_in_backend.count += 1
+    cls_name = f"GeometryBackend{_stand_in_backend.count}_{re.sub(r'[^0-9A-Za-z]', '_', name)}"
+    return type(cls_name, (AttentionBackend,), attrs)
+
+
+_stand_in_backend.count = 0
 
 
 class GeometryPlatform(Platform):
@@ -743,10 +782,14 @@ def build_vllm_config(g: dict) -> VllmConfig:
     cc.num_gpu_blocks_override = g["num_gpu_blocks_override"]
     cc.prefix_cache_retention_interval = g["prefix_cache_retention_interval"]
     cc.use_replayssm = g["use_replayssm"]
-    cc.cache_dtype = "auto"
+    cc.cache_dtype = (g["platform_alignment"] or {}).get("cache_dtype", "auto")
     cc.kv_cache_dtype_skip_layers = []
     cc.kv_cache_layout = g["kv_cache_layout"]
     sc.max_num_batched_tokens = g["max_num_batched_tokens"]
+    # Derived from it in SchedulerConfig.__post_init__ (config/scheduler.py:306-307); cross-attention
+    # specs size themselves by max_num_encoder_input_tokens.
+    sc.max_num_encoder_input_tokens = g["max_num_batched_tokens"]
+    sc.encoder_cache_size = g["max_num_batched_tokens"]
     sc.max_num_seqs = g["max_num_seqs"] or 256
     sc.enable_chunked_prefill = True
     sc.disable_chunked_mm_input = False
@@ -763,7 +806,10 @@ def build_vllm_config(g: dict) -> VllmConfig:
     pc.prefill_context_parallel_size = 1
     vllm_config.model_config = ModelConfigStandIn(g)
     if g["speculative"] is not None:
-        vllm_config.speculative_config = _make_speculative_config(g["speculative"])
+        # The top-level num_speculative_tokens, when given, is vLLM's num_speculative_tokens.
+        n = g["num_speculative_tokens"] if g["num_speculative_tokens"] is not None \
+            else g["speculative"]["num_speculative_tokens"]
+        vllm_config.speculative_config = _make_speculative_config(g["speculative"], n)
     vllm_config.compilation_config.static_forward_context = {}
     return vllm_config
 
@@ -779,12 +825,23 @@ def plan(g: dict) -> dict:
     # (MambaModelConfig.verify_and_update_config, model_executor/models/config.py:750-787), then the
     # VllmConfig validator on --mamba-block-size (config/vllm.py:3441-3452).
     with stage("config"):
+        # Config validators a geometry's settings reach (they run when vLLM builds its configs):
+        # tp divisible by dcp (config/parallel.py:594-607) and, when the geometry states
+        # max_num_seqs, the scheduler's budget checks (config/scheduler.py:317-360).
+        type(vllm_config.parallel_config)._validate_parallel_config(vllm_config.parallel_config)
+        if g["max_num_seqs"] is not None:
+            vllm_config.scheduler_config.verify_max_model_len(g["max_model_len"])
         if has_mamba:
             MambaModelConfig.verify_and_update_config(vllm_config)
         VllmConfig.validate_mamba_block_size(vllm_config)
 
+    standalone_k = None
+    if g["speculative"] is None and g["num_speculative_tokens"] is not None:
+        # MambaBase.get_kv_cache_spec: 0 with ReplaySSM, else num_speculative_tokens (abstract.py:87-90)
+        standalone_k = 0 if g["use_replayssm"] else g["num_speculative_tokens"]
     mamba_layers = {
-        l["name"]: GeometryMambaLayer(l["fields"], pa["mamba_prefill_checkpoint_alignment"] if pa else None)
+        l["name"]: GeometryMambaLayer(l["fields"], pa["mamba_prefill_checkpoint_alignment"] if pa else None,
+                                      standalone_k)
         for l in layers if issubclass(l["cls"], MambaSpec)
     }
     # The model's layers as the model runner would register them (only Mamba layers are read:
@@ -798,9 +855,10 @@ def plan(g: dict) -> dict:
         backends = []
         has_attention = any(issubclass(l["cls"], kvi.AttentionSpec) for l in layers)
         if has_attention:
-            backends.append(_stand_in_backend("geometry_backend_0", pa["backend_kernel_block_sizes"]))
-            for i, sizes in enumerate(pa["other_backend_kernel_block_sizes"]):
-                backends.append(_stand_in_backend(f"geometry_backend_{i + 1}", sizes))
+            declared = [pa["backend_kernel_block_sizes"], *pa["other_backend_kernel_block_sizes"]]
+            names = pa["backend_names"] + [
+                f"geometry_backend_{i}" for i in range(len(pa["backend_names"]), len(declared))]
+            backends = [_stand_in_backend(n, sizes) for n, sizes in zip(names, declared)]
         GeometryPlatform.backends = backends
         with stage("platform_alignment"):
             if vllm_config.model_config.is_hybrid and mamba_layers:
@@ -953,6 +1011,7 @@ def plan(g: dict) -> dict:
         "mamba_cache_mode": cc.mamba_cache_mode if has_mamba else None,
         "enable_prefix_caching": cc.enable_prefix_caching,
         "max_in_flight_tokens": vllm_config.max_in_flight_tokens,
+        "max_model_len": vllm_config.model_config.max_model_len,  # after auto-fit
         "kv_tp_replicas": worker0.kv_tp_replicas,
         "workers": workers_out,
     }
@@ -967,7 +1026,8 @@ def worker_views(g: dict, vllm_config, builder, groups, layout) -> list[dict]:
     views = g["views"]
     num_blocks = views["num_blocks"]
     backends_by_match = [
-        (b["match"], _stand_in_backend(b["match"], b["kernel_block_sizes"])) for b in views["backends"]
+        (b["match"], _stand_in_backend(b["name"] or b["match"], b["kernel_block_sizes"]))
+        for b in views["backends"]
     ]
     default_backend = _stand_in_backend("default", [MultipleOf(1)])
 
@@ -1012,8 +1072,13 @@ def worker_views(g: dict, vllm_config, builder, groups, layout) -> list[dict]:
             view = mapped[first]
             if base_ptr is None:
                 base_ptr = kv_caches[first].untyped_storage().data_ptr()
-            table = torch.arange(min(3, num_blocks), dtype=torch.int32).unsqueeze(0)
-            kernel_table = ag.map_to_kernel_block_table(table)
+            # Kernel block ids of manager blocks 0..2, one block per call: a block table row can be
+            # narrower than 3 blocks (max_model_len / block_size), the ids of a block do not depend on
+            # its column (AttentionGroup.map_to_kernel_block_table, v1/worker/utils.py:380-395).
+            kernel_ids: list[int] = []
+            for block in range(min(3, num_blocks)):
+                row = torch.tensor([[block]], dtype=torch.int32)
+                kernel_ids += ag.map_to_kernel_block_table(row)[0].tolist()
             out.append({
                 "kv_cache_group": ag.kv_cache_group_id,
                 "backend": ag.backend.get_name(),
@@ -1026,7 +1091,7 @@ def worker_views(g: dict, vllm_config, builder, groups, layout) -> list[dict]:
                 "shape": list(view.shape),
                 "strides": list(view.stride()),
                 "storage_offset_bytes": view.storage_offset() * view.element_size(),
-                "kernel_block_table": kernel_table[0].tolist(),
+                "kernel_block_table": kernel_ids,
             })
     return out
 
@@ -1061,8 +1126,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jsonl", action="store_true",
                         help="read one geometry per line from stdin, answer one line each (flushed)")
     parser.add_argument("--indent", type=int, default=None, help="pretty-print (file mode)")
+    parser.add_argument("--write-expected", nargs="+", metavar="GEOMETRY",
+                        help="write each geometry's answer to <stem>.expected.json beside it")
     args = parser.parse_args(argv)
     out = _REAL_STDOUT
+    if args.write_expected:
+        for path in args.write_expected:
+            if path.endswith(".expected.json"):
+                continue
+            docs, is_list = _read_documents(path)
+            results = [run_geometry(d) for d in docs]
+            target = re.sub(r"\.json$", "", path) + ".expected.json"
+            with open(target, "w", encoding="utf-8") as fh:
+                json.dump(results if is_list else results[0], fh, indent=1)
+                fh.write("\n")
+            out.write(f"{target}: {', '.join(r['status'] for r in results)}\n")
+        return 0
     if args.jsonl or args.geometry in (None, "-"):
         for line in sys.stdin:
             if not line.strip():

@@ -1,0 +1,350 @@
+"""``kvproof fuzz``: the mutation, parity and ablation campaigns (issue #7).
+
+Imports Hypothesis and z3 (through :mod:`kvproof.fuzz`), so only this command pays for them.
+Every failure is written to ``--out`` as the documents that show it, with the ``kvproof check``
+command that reproduces it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import attrs
+
+from ..diagnostics import InputError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+CAMPAIGNS = ("mutation", "parity", "ablation", "all")
+
+
+@attrs.define
+class Failure:
+    campaign: str
+    title: str
+    detail: str
+    directory: str | None = None
+    command: str | None = None
+
+    def to_json(self) -> dict:
+        return {"campaign": self.campaign, "title": self.title, "detail": self.detail, "directory": self.directory,
+                "command": self.command}
+
+
+@attrs.define
+class FuzzRun:
+    paths: list[str]
+    campaign: str
+    examples: int
+    seed: int
+    mutation: Any = None
+    parity: Any = None
+    ablation: Any = None
+    failures: list[Failure] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
+    strict: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAILED if self.failures else EXIT_OK
+
+
+def default_paths() -> list[str]:
+    """The bundled examples of a source checkout (records, profiles and geometries)."""
+    root = Path(__file__).resolve().parents[2] / "examples"
+    return [str(root)] if root.is_dir() else []
+
+
+def _progress(label: str, enabled: bool) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    """A click progress bar on stderr when it is a terminal (update(done, total), finish())."""
+    if not enabled:
+        return None, lambda: None
+    import click
+
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_pos=True)
+            bar.__enter__()
+            state["bar"], state["done"] = bar, 0
+        bar.update(done - state["done"])
+        state["done"] = done
+
+    def finish() -> None:
+        bar = state.pop("bar", None)
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+    return update, finish
+
+
+def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: int = 0, out: str = "kvproof-fuzz",
+            jobs: int = 1, strict: bool = False, fixtures: str | None = None, progress: bool = False) -> FuzzRun:
+    """Run the campaigns; raise :class:`InputError` for inputs that do not load."""
+    from ..fuzz import ablation as ablation_mod
+    from ..fuzz import parity as parity_mod
+    from ..fuzz.campaigns import collect_inputs, run_mutation
+    from ..rules.registry import all_rules
+
+    run = FuzzRun(list(paths), campaign, examples, seed, strict=strict)
+    record_sets, geometries = collect_inputs(paths)
+    rules = all_rules()
+    out_dir = Path(out)
+    if out_dir.exists() and out_dir.is_dir() and (out_dir / ".kvproof-fuzz").exists():
+        shutil.rmtree(out_dir)  # the previous run's artifacts (only a directory kvproof fuzz wrote)
+
+    if campaign in ("mutation", "ablation", "all"):
+        update, finish = _progress("mutation", progress)
+        try:
+            run.mutation = run_mutation(record_sets, geometries, random_count=examples, seed=seed, progress=update,
+                                        strategy_geometries=examples if campaign in ("mutation", "all") else 0,
+                                        jobs=jobs)
+        finally:
+            finish()
+        _mutation_failures(run, out_dir)
+
+    if campaign in ("parity", "all"):
+        templates = parity_mod.shapes_from_sets(record_sets)
+        update, finish = _progress("parity shapes", progress)
+        shapes = []
+        try:
+            for number, (name, documents) in enumerate(templates):
+                shapes.append(parity_mod.build_shape(name, documents, rules))
+                if update:
+                    update(number + 1, len(templates))
+        finally:
+            finish()
+        update, finish = _progress("parity", progress)
+        try:
+            run.parity = parity_mod.run_parity(shapes, rules, examples, seed, progress=update)
+        finally:
+            finish()
+        _parity_failures(run, out_dir)
+
+    if campaign in ("ablation", "all"):
+        root = Path(fixtures) if fixtures else ablation_mod.default_fixtures()
+        corpus = ablation_mod.fixture_corpus(root) + ablation_mod.mutation_corpus(run.mutation)
+        update, finish = _progress("ablation", progress)
+        try:
+            run.ablation = ablation_mod.run_ablation(corpus, rules, progress=update)
+        finally:
+            finish()
+        if root is None:
+            run.notes.append("ablation: no rule fixtures found (use --fixtures DIR); the corpus is the mutants only")
+        for result in run.ablation.failures:
+            run.failures.append(Failure("ablation", f"{result.rule} {result.verdict}", result.reason))
+    if run.failures:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / ".kvproof-fuzz").write_text("written by kvproof fuzz; removed by its next run\n")
+    return run
+
+
+def _write_set(directory: Path, files: list[tuple[str, Any]]) -> None:
+    from ..models.codec import dumps
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, tree in files:
+        (directory / name).write_text(dumps(tree), encoding="utf-8")
+
+
+def _mutation_failures(run: FuzzRun, out_dir: Path) -> None:
+    from ..fuzz.mutate import apply
+
+    report = run.mutation
+    number = 0
+    for name, problems in report.refused_inputs:
+        run.failures.append(Failure("mutation", f"input not accepted: {name}", "; ".join(problems[:3]),
+                                    command=f"kvproof check {name}"))
+    for outcome in report.survivors + ([o for o in report.outcomes if o.verdict == "gap"] if run.strict else []):
+        number += 1
+        record_set = report.record_sets[outcome.set]
+        files = []
+        for index, document in enumerate(record_set.documents):
+            tree = apply(document.tree, outcome.edit) if index == outcome.index else document.tree
+            files.append((Path(document.file).name, tree))
+        directory = out_dir / f"mutant-{number:04d}"
+        _write_set(directory, files)
+        title = "surviving mutant" if outcome.verdict == "survivor" else f"known gap {outcome.explanation}"
+        run.failures.append(Failure(
+            "mutation", f"{title}: {Path(outcome.edit.file).name}: {outcome.edit.describe(record_set.documents[outcome.index].tree)}",
+            f"accepted, but {outcome.reason}; a rule should refuse it or docs/fuzz-findings.md explain it",
+            str(directory), f"kvproof check {directory}   # exits 0: accepted"))
+    for result in report.synth:
+        if result.status in ("refused", "error"):
+            number += 1
+            directory = out_dir / f"synth-{number:04d}"
+            directory.mkdir(parents=True, exist_ok=True)
+            if result.geometry is not None:
+                from ..models.codec import dumps, unstructure
+
+                geometry = result.geometry if isinstance(result.geometry, dict) else unstructure(result.geometry)
+                (directory / "geometry.json").write_text(dumps(geometry), encoding="utf-8")
+            run.failures.append(Failure(
+                "mutation", f"synthesized records {result.status}: {result.source}", "; ".join(result.diagnostics[:3]),
+                str(directory),
+                f"kvproof synth {directory / 'geometry.json'} -o {directory / 'records'} && kvproof check {directory / 'records'}"))
+    if report.stale_gaps:
+        run.notes.append(f"known gaps no mutant reached as a gap (fixed? remove them from kvproof/fuzz/explained.py): "
+                         f"{', '.join(report.stale_gaps)}")
+
+
+def _parity_failures(run: FuzzRun, out_dir: Path) -> None:
+    report = run.parity
+    number = 0
+    for mismatch in report.mismatches:
+        if mismatch.known is not None and not run.strict:
+            continue
+        number += 1
+        directory = None
+        command = None
+        if mismatch.documents:
+            directory = out_dir / f"parity-{number:04d}"
+            _write_set(directory, mismatch.documents)
+            command = f"kvproof check {directory}"
+        where = f" at {mismatch.subject}" if mismatch.subject else ""
+        changed = f"; input: {', '.join(mismatch.changed)}" if mismatch.changed else ""
+        run.failures.append(Failure(
+            "parity", f"{mismatch.rule} {mismatch.kind}{where} ({mismatch.shape})", f"{mismatch.detail}{changed}",
+            str(directory) if directory else None, command))
+    if report.stale_known:
+        run.notes.append(f"known parity differences not seen (fixed? remove them): {', '.join(report.stale_known)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _pairs(pairs) -> str:
+    return ", ".join(f"{cls}.{field}" for cls, field in pairs) or "none"
+
+
+def render_text(run: FuzzRun) -> str:
+    lines = [f"kvproof fuzz: campaign {run.campaign}, seed {run.seed}, examples {run.examples}"]
+    m = run.mutation
+    if m is not None:
+        s = m.summary()
+        lines.append("")
+        lines.append(f"mutation: {len(m.sets)} record set(s): {', '.join(m.sets) or 'none'}")
+        if m.twins:
+            lines.append(f"  TP-rank twins edited once: {len(m.twins)} worker record(s)")
+        lines.append(f"  single-field edits tried  {s['edits']:>7}  ({s['systematic']} systematic, {s['random']} random)")
+        lines.append(f"  refused                   {s['refused']:>7}  (loader LD: {s['refused_by_loader']}, rules: {s['refused_by_rule']})")
+        lines.append(f"  accepted                  {s['accepted']:>7}")
+        lines.append(f"    field no rule reads     {s['accepted_unread']:>7}  ({s['unread_keys']} fields)")
+        lines.append(f"    declared valid variant  {s['valid_variants']:>7}  ({s['valid_variant_kinds']} kinds)")
+        lines.append(f"    known gap               {s['known_gaps']:>7}  ({', '.join(s['known_gap_ids']) or 'none'}: docs/fuzz-findings.md)")
+        lines.append(f"    SURVIVING (unexplained) {s['surviving']:>7}")
+        synth = m.synth
+        if synth:
+            counts: dict[str, int] = {}
+            for result in synth:
+                counts[result.status] = counts.get(result.status, 0) + 1
+            lines.append("  synthesized records: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+                         + " (vllm-refusal: vLLM would not start, skipped)")
+        lines.append(f"  fields accepted because unread: {_pairs(m.unread_edited())}")
+        lines.append(f"  fields never read: {_pairs(m.fields_never_read())}")
+        never = m.rules_never_fired()
+        from ..rules.registry import all_rules
+
+        expect = {r.id: r.expect for r in all_rules()}
+        lines.append("  rules never fired: " + (", ".join(f"{r}{' (expected dead)' if expect.get(r) == 'dead' else ''}"
+                                                          for r in never) or "none"))
+        lines.append(f"  {s['seconds']} s")
+    p = run.parity
+    if p is not None:
+        s = p.summary()
+        lines.append("")
+        lines.append(f"parity: {s['examples']} inputs over {s['shapes']} shapes, {s['instances']} rule instances compared, "
+                     f"{s['examples_per_second']} inputs/s (shapes built in {s['shape_seconds']} s)")
+        from ..rules.registry import all_rules
+
+        lines.append(f"  differences: {s['mismatches']} unexplained, {s['known']} known (docs/fuzz-findings.md)")
+        for mismatch in p.mismatches:
+            tag = f"known {mismatch.known}" if mismatch.known else "FAIL"
+            where = f" {mismatch.subject}" if mismatch.subject else ""
+            lines.append(f"    [{tag}] {mismatch.rule} {mismatch.kind}{where} ({mismatch.shape}): {mismatch.detail}")
+            if mismatch.changed:
+                lines.append(f"        input: {', '.join(mismatch.changed)}")
+        lines.append(f"  rules never compared: {', '.join(p.never_compared(all_rules())) or 'none'}")
+    a = run.ablation
+    if a is not None:
+        s = a.summary()
+        lines.append("")
+        lines.append(f"ablation: {s['rules']} rules over {s['mutants']} refused mutants and {s['fixtures']} refused fixtures")
+        for verdict in ("necessary", "guard", "redundant", "untested", "expected-dead", "dead-but-fired"):
+            results = a.by_verdict(verdict)
+            if not results:
+                continue
+            if verdict == "necessary":
+                lines.append(f"  necessary ({len(results)}): {', '.join(r.rule for r in results)}")
+                continue
+            lines.append(f"  {verdict} ({len(results)}):")
+            for result in results:
+                lines.append(f"    {result.rule}: {result.reason}")
+    if run.notes:
+        lines.append("")
+        lines += [f"note: {note}" for note in run.notes]
+    lines.append("")
+    if run.failures:
+        lines.append(f"FAILED: {len(run.failures)} failure(s)")
+        for failure in run.failures:
+            lines.append(f"  [{failure.campaign}] {failure.title}")
+            lines.append(f"      {failure.detail}")
+            if failure.command:
+                lines.append(f"      reproduce: {failure.command}")
+    else:
+        lines.append("ok: no failure")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(run: FuzzRun) -> str:
+    out: dict[str, Any] = {"tool": "kvproof", "command": "fuzz", "campaign": run.campaign, "seed": run.seed,
+                           "examples": run.examples, "paths": run.paths, "exit_code": run.exit_code}
+    m = run.mutation
+    if m is not None:
+        out["mutation"] = {
+            **m.summary(),
+            "fields_never_read": [f"{c}.{f}" for c, f in m.fields_never_read()],
+            "fields_accepted_unread": [f"{c}.{f}" for c, f in m.unread_edited()],
+            "rules_never_fired": m.rules_never_fired(),
+            "reads": m.reads.to_json(),
+            "surviving": [o.to_json() for o in m.survivors],
+            "valid_variants": m.variants_used(),
+            "stale_gaps": m.stale_gaps,
+            "synthesized": [{"source": r.source, "status": r.status, "diagnostics": r.diagnostics} for r in m.synth],
+        }
+    p = run.parity
+    if p is not None:
+        from ..rules.registry import all_rules
+
+        out["parity"] = {**p.summary(), "differences": [x.to_json() for x in p.mismatches],
+                         "rules_never_compared": p.never_compared(all_rules()), "stale_known": p.stale_known}
+    a = run.ablation
+    if a is not None:
+        out["ablation"] = {**a.summary(), "rules": [r.to_json() for r in a.results]}
+    out["notes"] = run.notes
+    out["failures"] = [f.to_json() for f in run.failures]
+    return json.dumps(out, indent=2) + "\n"
+
+
+def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str, jobs: int,
+        strict: bool, fixtures: str | None) -> int:
+    chosen = list(paths) or default_paths()
+    if not chosen:
+        sys.stderr.write("kvproof fuzz: no PATH given and no bundled examples found\n")
+        return EXIT_BAD_INPUT
+    try:
+        result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,
+                         progress=sys.stderr.isatty())
+    except InputError as exc:
+        for diagnostic in exc.diagnostics:
+            sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")
+        return EXIT_BAD_INPUT
+    sys.stdout.write(render_json(result) if fmt == "json" else render_text(result))
+    return result.exit_code

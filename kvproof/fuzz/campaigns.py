@@ -1,0 +1,568 @@
+"""The fuzz campaigns of ``kvproof fuzz``: mutation (with read instrumentation and the
+synthesized-record acceptance check), parity and ablation.
+
+Inputs are record sets as ``kvproof check`` groups them (the documents of one directory are
+checked together), geometries (synthesized into records that must be accepted), and, when
+``kvproof.fuzz.strategies`` provides ``geometries()``, random geometries.
+
+The mutation campaign, per record set:
+
+1. the set must be accepted, and its check is traced (:mod:`kvproof.fuzz.reads`) to learn
+   which ``(class, field)`` pairs the rules read;
+2. each distinct document is edited one field at a time (:mod:`kvproof.fuzz.mutate`; TP-rank twins
+   of a worker are edited once), systematically and then at random (Hypothesis, seeded);
+3. each mutant is loaded strictly (an ``LD`` diagnostic refuses it) and checked with the unchanged
+   other documents of its set (a rule refuses it), or it is accepted;
+4. an accepted mutant is traced too, and classified: the field is read by no rule (*unread*), a
+   declared valid variant or a known gap explains it (:mod:`kvproof.fuzz.explained`), or it is a
+   *surviving mutant* (a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import attrs
+
+from ..diagnostics import InputError
+from ..models.codec import dumps
+from ..models.documents import Document, detect_kind, load_tree
+from .explained import KNOWN_GAPS, Explanation, explain
+from .mutate import Edit, document_class, edits, random_edit, sites, vocabulary_from
+from .reads import ReadLog, model_fields, trace_check
+
+__all__ = [
+    "InputDocument", "RecordSet", "Outcome", "MutationReport", "collect_inputs", "run_mutation",
+    "check_set", "Progress", "SynthResult",
+]
+
+Progress = Callable[[int], None]
+
+
+@attrs.define
+class InputDocument:
+    file: str
+    kind: str
+    tree: Any
+    document: Document
+
+
+@attrs.define
+class RecordSet:
+    """Documents checked together (one directory), as ``kvproof check`` bundles them."""
+
+    name: str
+    documents: list[InputDocument]
+
+    def replaced(self, index: int, document: Document) -> list[Document]:
+        return [document if i == index else d.document for i, d in enumerate(self.documents)]
+
+    def trees(self, index: int | None = None, tree: Any = None) -> list[tuple[str, Any]]:
+        return [(d.file, tree if i == index else d.tree) for i, d in enumerate(self.documents)]
+
+    def twin_keys(self) -> list[str | None]:
+        """Per document: the worker's text without ranks and devices (equal for TP twins), None
+        for other kinds."""
+        if self._twin_keys is None:
+            self._twin_keys = [_rank_free(d.tree) if d.kind == "worker" else None for d in self.documents]
+        return self._twin_keys
+
+    _twin_keys: list | None = attrs.field(default=None, repr=False, eq=False)
+
+
+@attrs.define
+class SynthResult:
+    source: str
+    status: str  # accepted | refused | vllm-refusal | error
+    diagnostics: list[str] = attrs.field(factory=list)
+    geometry: Any = None
+
+
+def _expand(paths: Iterable[str]) -> list[Path]:
+    files: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.json") if p.is_file()))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError([_diag("LD001", "no such file or directory", name)])
+    return files
+
+
+def _diag(rule: str, message: str, file: str):
+    from ..diagnostics import Diagnostic
+
+    return Diagnostic(rule, "$", message, file)
+
+
+def collect_inputs(paths: Iterable[str]) -> tuple[list[RecordSet], list[tuple[str, Any]]]:
+    """Record sets (by directory) and geometries ``(file, Geometry)`` of the given paths; a file
+    that does not load raises :class:`InputError`."""
+    from ..models.codec import parse_json
+
+    by_directory: dict[str, list[InputDocument]] = {}
+    geometries: list[tuple[str, Any]] = []
+    problems = []
+    for path in _expand(paths):
+        try:
+            data = path.read_bytes()
+            tree = parse_json(data, str(path))
+            document = load_tree(tree, str(path))
+        except InputError as exc:
+            problems.extend(exc.diagnostics)
+            continue
+        if document.kind == "geometry":
+            geometries.append((str(path), document.obj))
+            continue
+        by_directory.setdefault(str(path.parent), []).append(InputDocument(str(path), document.kind, tree, document))
+    if problems:
+        raise InputError(problems)
+    sets = [RecordSet(name, docs) for name, docs in sorted(by_directory.items())]
+    return sets, geometries
+
+
+# --------------------------------------------------------------------------------------------
+# Outcomes
+
+
+@attrs.define
+class Outcome:
+    """What happened to one mutant."""
+
+    set: str
+    edit: Edit
+    #: loader | rule | accepted
+    status: str
+    #: Index of the edited document in its record set.
+    index: int = 0
+    #: The refusing IDs in report order (LD IDs for the loader), without repeats.
+    rules: tuple[str, ...] = ()
+    #: For an accepted mutant: unread | variant | gap | survivor.
+    verdict: str = ""
+    reason: str = ""
+    explanation: str | None = None
+    random: bool = False
+    #: The diagnostics' text (first few), for the report.
+    detail: list[str] = attrs.field(factory=list)
+
+    def to_json(self) -> dict:
+        out = {"set": self.set, "edit": self.edit.to_json(), "description": self.edit.describe(),
+               "status": self.status, "rules": list(self.rules), "random": self.random}
+        if self.status == "accepted":
+            out.update(verdict=self.verdict, reason=self.reason, explanation=self.explanation)
+        return out
+
+
+@attrs.define
+class MutationReport:
+    sets: list[str] = attrs.field(factory=list)
+    outcomes: list[Outcome] = attrs.field(factory=list)
+    reads: ReadLog = attrs.field(factory=ReadLog)
+    #: Inputs that are not accepted to begin with: (set, diagnostics).
+    refused_inputs: list[tuple[str, list[str]]] = attrs.field(factory=list)
+    synth: list[SynthResult] = attrs.field(factory=list)
+    #: Documents not edited separately: (file, the document it is a twin of).
+    twins: list[tuple[str, str]] = attrs.field(factory=list)
+    #: Known gaps whose fields were edited but no mutant survived as them (a note, not a failure:
+    #: the inputs may not reach the gap; the test suite requires none on the examples).
+    stale_gaps: list[str] = attrs.field(factory=list)
+    seconds: float = 0.0
+    #: Record sets by name (for reproducing mutants and for the ablation campaign).
+    record_sets: dict[str, RecordSet] = attrs.field(factory=dict, repr=False)
+
+    def count(self, status: str | None = None, verdict: str | None = None, random: bool | None = None) -> int:
+        return sum(1 for o in self.outcomes
+                   if (status is None or o.status == status) and (verdict is None or o.verdict == verdict)
+                   and (random is None or o.random == random))
+
+    @property
+    def survivors(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.verdict == "survivor"]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.survivors or self.refused_inputs
+                    or any(s.status in ("refused", "error") for s in self.synth))
+
+    def fired(self) -> dict[str, int]:
+        """Rule ID -> number of mutants it refused (any position in the report)."""
+        out: dict[str, int] = {}
+        for outcome in self.outcomes:
+            if outcome.status == "rule":
+                for rule in outcome.rules:
+                    out[rule] = out.get(rule, 0) + 1
+        return out
+
+    def rules_never_fired(self) -> list[str]:
+        from ..rules.registry import all_rules
+
+        fired = self.fired()
+        return [rule.id for rule in all_rules() if rule.id not in fired]
+
+    def fields_never_read(self) -> list[tuple[str, str]]:
+        return self.reads.unread()
+
+    def unread_edited(self) -> list[tuple[str, str]]:
+        """Fields whose edits were accepted because no rule reads them."""
+        return sorted({o.edit.pair for o in self.outcomes if o.verdict == "unread"})
+
+    def variants_used(self) -> list[str]:
+        return sorted({o.explanation for o in self.outcomes if o.verdict == "variant" and o.explanation})
+
+    def gaps_seen(self) -> list[str]:
+        return sorted({o.explanation for o in self.outcomes if o.verdict == "gap" and o.explanation})
+
+    def summary(self) -> dict:
+        return {
+            "sets": self.sets,
+            "edits": len(self.outcomes),
+            "systematic": self.count(random=False),
+            "random": self.count(random=True),
+            "refused": self.count("loader") + self.count("rule"),
+            "refused_by_loader": self.count("loader"),
+            "refused_by_rule": self.count("rule"),
+            "accepted": self.count("accepted"),
+            "accepted_unread": self.count(verdict="unread"),
+            "unread_keys": len(self.unread_edited()),
+            "valid_variants": self.count(verdict="variant"),
+            "valid_variant_kinds": len(self.variants_used()),
+            "known_gaps": self.count(verdict="gap"),
+            "known_gap_ids": self.gaps_seen(),
+            "surviving": len(self.survivors),
+            "synthesized": len(self.synth),
+            "synthesized_refused": sum(1 for s in self.synth if s.status in ("refused", "error")),
+            "seconds": round(self.seconds, 2),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Checking a mutant
+
+
+def check_set(documents: list[Document], rules=None) -> list:
+    from ..rules.check import check
+
+    return check(documents, rules)
+
+
+def _rank_free(tree: Any) -> str:
+    """A worker tree without its ranks and devices (TP twins have the same text)."""
+    if not isinstance(tree, dict):
+        return json.dumps(tree)
+    out = {k: v for k, v in tree.items() if k not in ("dp_rank", "tp_rank", "pp_rank")}
+    cache = out.get("cache")
+    if isinstance(cache, dict) and isinstance(cache.get("storages"), list):
+        cache = dict(cache)
+        cache["storages"] = [{k: v for k, v in s.items() if k != "device"} if isinstance(s, dict) else s
+                             for s in cache["storages"]]
+        out["cache"] = cache
+    return json.dumps(out, sort_keys=True)
+
+
+def _reduced(record_set: RecordSet, index: int, document: Document) -> list[Document]:
+    """The mutant with the set's other documents, TP-rank twins of one worker kept once and the
+    unchanged twins of the mutated worker left out (they pass as they did in the accepted set).
+
+    Rules only add instances when documents are added (a prerequisite suppresses only within one
+    file), so the reduced set refuses a subset of what the whole set refuses: a mutant it accepts
+    is checked again with the whole set before it counts as accepted."""
+    keys = record_set.twin_keys()
+    mine = keys[index]
+    kept: set[str] = set()
+    out = []
+    for position, doc in enumerate(record_set.documents):
+        if position == index:
+            out.append(document)
+            continue
+        key = keys[position]
+        if key is not None and (key == mine or key in kept):
+            continue
+        if key is not None:
+            kept.add(key)
+        out.append(doc.document)
+    return out
+
+
+def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
+             reduced: bool = False) -> tuple[str, tuple[str, ...], list[str]]:
+    """``(status, IDs, detail)`` of one mutant: loader | rule | accepted. ``reduced``: check it in
+    the reduced set (see :func:`_reduced`), whose acceptance is exact only for unread fields."""
+    original = record_set.documents[index]
+    from .mutate import apply
+
+    tree = apply(original.tree, edit)
+    try:
+        document = load_tree(tree, original.file)
+    except InputError as exc:
+        ids = tuple(dict.fromkeys(d.rule for d in exc.diagnostics))
+        return "loader", ids, [f"{d.rule} {d.path}: {d.message}" for d in exc.diagnostics[:3]]
+    documents = _reduced(record_set, index, document) if reduced else record_set.replaced(index, document)
+    diagnostics = check_set(documents, rules)
+    if diagnostics:
+        ids = tuple(dict.fromkeys(d.rule for d in diagnostics))
+        return "rule", ids, [f"{d.rule} {d.path}: {d.message}" for d in diagnostics[:3]]
+    return "accepted", (), []
+
+
+def mutant_documents(record_set: RecordSet, index: int, edit: Edit) -> list[Document]:
+    from .mutate import apply
+
+    tree = apply(record_set.documents[index].tree, edit)
+    return record_set.replaced(index, load_tree(tree, record_set.documents[index].file))
+
+
+# --------------------------------------------------------------------------------------------
+# The campaign
+
+
+def _random_edits(file: str, cls: type, tree: Any, vocabulary: dict, count: int, seed: int) -> list[Edit]:
+    """``count`` Hypothesis-drawn edits (deterministic for a seed), duplicates removed."""
+    if count <= 0:
+        return []
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    all_sites = sites(cls, tree, exhaustive=True)
+    drawn: list[Edit] = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck), derandomize=False, print_blob=False)
+    @given(random_edit(file, all_sites, tree, vocabulary))
+    def draw(edit: Edit) -> None:
+        drawn.append(edit)
+
+    draw()
+    seen: set[str] = set()
+    out = []
+    for edit in drawn:
+        key = json.dumps([edit.site.path, edit.op, repr(edit.value)], default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(edit)
+    return out
+
+
+def plan_edits(record_set: RecordSet, vocabulary: dict, random_count: int, seed: int,
+               twins: list | None = None, sample: int | None = None) -> list[tuple[int, Edit, bool]]:
+    """``(document index, edit, random)`` for every mutant of a record set (``sample``: at most
+    that many systematic edits per document, drawn with the seed, in document order)."""
+    planned: list[tuple[int, Edit, bool]] = []
+    seen_workers: dict[str, str] = {}
+    for index, doc in enumerate(record_set.documents):
+        if doc.kind == "worker":
+            key = _rank_free(doc.tree)
+            if key in seen_workers:
+                if twins is not None:
+                    twins.append((doc.file, seen_workers[key]))
+                continue
+            seen_workers[key] = doc.file
+        cls = document_class(doc.kind)
+        systematic = list(edits(doc.file, cls, doc.tree, vocabulary))
+        if sample is not None and len(systematic) > sample:
+            import random
+
+            chosen = sorted(random.Random(f"{seed}:{Path(doc.file).name}").sample(range(len(systematic)), sample))
+            systematic = [systematic[i] for i in chosen]
+        for edit in systematic:
+            planned.append((index, edit, False))
+        doc_seed = (seed * 1_000_003 + _stable_hash(Path(doc.file).name)) % (2**32)
+        for edit in _random_edits(doc.file, cls, doc.tree, vocabulary, random_count, doc_seed):
+            planned.append((index, edit, True))
+    return planned
+
+
+def _stable_hash(text: str) -> int:
+    import zlib
+
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]] = (), random_count: int = 0,
+                 seed: int = 0, progress: Callable[[int, int], None] | None = None,
+                 strategy_geometries: int = 0, jobs: int = 1, sample: int | None = None) -> MutationReport:
+    """The mutation campaign over record sets (and the acceptance of synthesized records)."""
+    start = time.perf_counter()
+    report = MutationReport(sets=[s.name for s in record_sets])
+    report.record_sets = {s.name: s for s in record_sets}
+    vocabulary = vocabulary_from(d.tree for s in record_sets for d in s.documents)
+
+    report.synth = synth_acceptance(geometries, strategy_geometries, seed)
+
+    accepted_sets = []
+    for record_set in record_sets:
+        diagnostics, log = trace_check([d.document for d in record_set.documents])
+        if diagnostics:
+            report.refused_inputs.append((record_set.name, [d.render() for d in diagnostics[:10]]))
+            continue
+        report.reads.merge(log)
+        accepted_sets.append(record_set)
+
+    items = [(record_set.name, index, edit, is_random)
+             for record_set in accepted_sets
+             for index, edit, is_random in plan_edits(record_set, vocabulary, random_count, seed, report.twins,
+                                                      sample)]
+    accepted: list[tuple[RecordSet, int, Outcome]] = []
+    results = _evaluate_all(report.record_sets, [(name, index, edit) for name, index, edit, _ in items], jobs, progress)
+    for (name, index, edit, is_random), (status, ids, detail) in zip(items, results):
+        outcome = Outcome(name, edit, status, index=index, rules=ids, random=is_random, detail=detail)
+        report.outcomes.append(outcome)
+        if status == "accepted":
+            accepted.append((report.record_sets[name], index, outcome))
+
+    # Reads of the accepted mutants themselves (a branch only a mutant takes), then the verdicts.
+    for record_set, index, outcome in accepted:
+        if not report.reads.read(*outcome.edit.pair):  # already read: the trace cannot change the verdict
+            _, log = trace_check(mutant_documents(record_set, index, outcome.edit))
+            report.reads.merge(log)
+    for record_set, index, outcome in accepted:
+        if report.reads.read(*outcome.edit.pair):
+            # The reduced set accepted it; the verdict of a read field needs the whole set.
+            status, ids, detail = evaluate(record_set, index, outcome.edit)
+            if status != "accepted":
+                outcome.status, outcome.rules, outcome.detail = status, ids, detail
+                continue
+        classify(outcome, report.reads, record_set.documents[index].tree)
+    report.stale_gaps = _stale_gaps(report)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+_POOL_SETS: dict[str, RecordSet] = {}
+
+
+def _evaluate_chunk(chunk: list[tuple[str, int, Edit]]) -> list[tuple[str, tuple[str, ...], list[str]]]:
+    return [evaluate(_POOL_SETS[name], index, edit, reduced=True) for name, index, edit in chunk]
+
+
+def _evaluate_all(record_sets: dict[str, RecordSet], items: list[tuple[str, int, Edit]], jobs: int,
+                  progress: Callable[[int, int], None] | None) -> list:
+    """Evaluate mutants in order, in ``jobs`` forked processes (results in input order, so the
+    report does not depend on ``jobs``)."""
+    total = len(items)
+    chunk_size = 64
+    chunks = [items[i:i + chunk_size] for i in range(0, total, chunk_size)]
+    results: list = []
+    _POOL_SETS.clear()
+    _POOL_SETS.update(record_sets)
+    pool = None
+    if jobs > 1 and len(chunks) > 1:
+        import multiprocessing
+
+        try:
+            pool = multiprocessing.get_context("fork").Pool(jobs)
+        except (ValueError, OSError):  # no fork on this platform: run serially
+            pool = None
+    try:
+        mapped = pool.imap(_evaluate_chunk, chunks) if pool is not None else map(_evaluate_chunk, chunks)
+        for chunk_results in mapped:
+            results.extend(chunk_results)
+            if progress is not None:
+                progress(len(results), total)
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+        _POOL_SETS.clear()
+    return results
+
+
+def classify(outcome: Outcome, reads: ReadLog, tree: Any) -> None:
+    owner, field = outcome.edit.pair
+    if not reads.read(owner, field):
+        outcome.verdict = "unread"
+        outcome.reason = f"no rule reads {owner}.{field}"
+        return
+    found = explain(outcome.edit, tree)
+    if found is None:
+        outcome.verdict = "survivor"
+        outcome.reason = f"{owner}.{field} is read by {', '.join(reads.readers(owner, field))}"
+        return
+    kind, entry = found
+    outcome.verdict = kind
+    outcome.reason = entry.reason
+    outcome.explanation = entry.label
+
+
+def _stale_gaps(report: MutationReport) -> list[str]:
+    """Known-gap IDs whose entries matched edited fields but no mutant survived as that gap: the
+    rule was fixed (remove the entry) or the gap's description is too wide."""
+    matched: set[str] = set()
+    for outcome in report.outcomes:
+        tree = report.record_sets[outcome.set].documents[outcome.index].tree
+        for entry in KNOWN_GAPS:
+            if entry.matches(outcome.edit, tree):
+                matched.add(entry.label)
+    seen = set(report.gaps_seen())
+    return sorted(matched - seen)
+
+
+# --------------------------------------------------------------------------------------------
+# Synthesized records must be accepted
+
+
+def synth_acceptance(geometries: Iterable[tuple[str, Any]], strategy_examples: int, seed: int) -> list[SynthResult]:
+    """Synthesize the records of every geometry (and of ``strategy_examples`` geometries from
+    :func:`kvproof.fuzz.strategies.geometries`, when that module exists) and check them."""
+    results = [_synth_one(source, geometry) for source, geometry in geometries]
+    if strategy_examples > 0:
+        drawn = strategy_geometry_examples(strategy_examples, seed)
+        if drawn is None:
+            results.append(SynthResult("kvproof.fuzz.strategies", "unavailable",
+                                       ["kvproof.fuzz.strategies.geometries() is not available"]))
+        else:
+            for number, geometry in enumerate(drawn):
+                results.append(_synth_one(f"strategies.geometries() example {number}", geometry))
+    return results
+
+
+def strategy_geometry_examples(count: int, seed: int) -> list | None:
+    try:
+        from . import strategies  # noqa: PLC0415 - owned by another module; optional
+    except ImportError:
+        return None
+    factory = getattr(strategies, "geometries", None)
+    if factory is None:
+        return None
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    drawn: list = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(factory())
+    def draw(geometry) -> None:
+        drawn.append(geometry)
+
+    draw()
+    return drawn
+
+
+def _synth_one(source: str, geometry: Any) -> SynthResult:
+    from ..models.codec import unstructure
+    from ..models.documents import load_bytes
+    from ..rules.check import check
+    from ..sim import Refusal
+    from ..sim.synth import synthesize
+
+    try:
+        synthesized = synthesize(geometry)
+    except Refusal as exc:
+        return SynthResult(source, "vllm-refusal", [str(exc)], geometry)
+    except Exception as exc:  # noqa: BLE001 - a simulator crash is a finding, not a campaign crash
+        return SynthResult(source, "error", [f"synthesize raised {type(exc).__name__}: {exc}"], geometry)
+    try:
+        documents = [load_bytes(dumps(unstructure(record)), f"synth/{name}") for name, record in synthesized.files()]
+    except InputError as exc:
+        return SynthResult(source, "refused", [d.render() for d in exc.diagnostics[:10]], geometry)
+    diagnostics = check(documents)
+    if diagnostics:
+        return SynthResult(source, "refused", [d.render() for d in diagnostics[:10]], geometry)
+    return SynthResult(source, "accepted", [], geometry)

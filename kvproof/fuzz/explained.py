@@ -1,0 +1,254 @@
+"""Why an accepted mutation of a field that rules read is not a failure.
+
+Two tables, both reviewed like the rule table:
+
+* :data:`VALID_VARIANTS`: edits that give a record vLLM 0.33.0 can really write (or that no
+  rule should refuse); each names the ``(class, field)``, the edit kinds (``ops``; None: any) and
+  the reason.
+* :data:`KNOWN_GAPS`: surviving mutants that show a real gap in a rule, reported in
+  ``docs/fuzz-findings.md`` under their ID for the lead to fix. A known gap does not fail the
+  campaign while it survives; once a fixed rule refuses every mutant it covers, the campaign
+  reports the entry as stale (a failure, so the table is kept honest).
+
+A variant or gap may narrow its match with ``path``, a substring of the edited site's JSON path,
+and ``when``, a predicate over the edit and the document tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+
+from .mutate import Edit
+
+__all__ = ["Explanation", "VALID_VARIANTS", "KNOWN_GAPS", "explain"]
+
+
+@attrs.frozen
+class Explanation:
+    owner: str
+    field: str
+    reason: str
+    #: Edit kinds it covers (None: every edit of the field).
+    ops: tuple[str, ...] | None = None
+    #: A substring the site's JSON path must contain.
+    path: str | None = None
+    #: Finding ID in docs/fuzz-findings.md (known gaps only).
+    id: str | None = None
+    when: Callable[[Edit, Any], bool] | None = attrs.field(default=None, eq=False)
+
+    def matches(self, edit: Edit, tree: Any = None) -> bool:
+        if (edit.site.owner, edit.site.field) != (self.owner, self.field) and not (
+                self.owner == "*" and edit.site.field == self.field):
+            return False
+        if self.ops is not None and edit.op not in self.ops:
+            return False
+        if self.path is not None and self.path not in edit.site.json_path:
+            return False
+        return self.when is None or bool(self.when(edit, tree))
+
+    @property
+    def label(self) -> str:
+        return self.id or f"{self.owner}.{self.field}"
+
+
+def _at(tree: Any, path: tuple) -> Any:
+    for key in path:
+        if isinstance(tree, dict) and key in tree or isinstance(tree, list) and isinstance(key, int) and key < len(tree):
+            tree = tree[key]
+        else:
+            return None
+    return tree
+
+
+def _old(edit: Edit, tree: Any) -> Any:
+    return _at(tree, edit.site.path)
+
+
+def _kind(tree: Any) -> str | None:
+    return tree.get("kind") if isinstance(tree, dict) and "schema_version" in tree and "cache" in tree else None
+
+
+def _is_worker(edit: Edit, tree: Any) -> bool:
+    return _kind(tree) == "worker"
+
+
+def _is_scheduler(edit: Edit, tree: Any) -> bool:
+    return _kind(tree) == "scheduler"
+
+
+def _plain(edit: Edit, tree: Any) -> bool:
+    """The record holds no hybrid evidence (no worker layer specs, no scheduler group spec)."""
+    groups = _at(tree, ("cache", "groups")) or []
+    return not any(isinstance(g, dict) and (g.get("layer_specs") or g.get("spec")) for g in groups)
+
+
+def _later_layer_spec(edit: Edit, tree: Any) -> bool:
+    """The edit is inside a worker layer spec other than the first of its group (SC006 compares the
+    first one with the scheduler's copy of the group)."""
+    path = edit.site.path
+    if len(path) < 5 or path[:2] != ("cache", "groups") or path[3] != "layer_specs":
+        return False
+    names = _at(tree, ("cache", "groups", path[2], "layer_names")) or []
+    return bool(names) and path[4] != names[0]
+
+
+def _later_layer_key(edit: Edit, tree: Any) -> bool:
+    """A ``layer_specs`` entry other than the first layer's is dropped, renamed or duplicated."""
+    path = edit.site.path
+    if path[:2] != ("cache", "groups") or len(path) != 4 or path[3] != "layer_specs":
+        return False
+    names = _at(tree, ("cache", "groups", path[2], "layer_names")) or []
+    return edit.op == "duplicate" or (bool(names) and edit.value != names[0])
+
+
+def _was(*values: Any) -> Callable[[Edit, Any], bool]:
+    def test(edit: Edit, tree: Any) -> bool:
+        old = _old(edit, tree)
+        return any(type(old) is type(v) and old == v for v in values)
+
+    return test
+
+
+def _in_flight_derivable(edit: Edit, tree: Any) -> bool:
+    """The record's max_in_flight_tokens is what SU derives when it is absent (config/vllm.py:600-609)."""
+    from ..sim.demand import max_in_flight_tokens
+
+    config = _at(tree, ("resolved_config",)) or {}
+    recorded = config.get("max_in_flight_tokens")
+    batched = config.get("max_num_batched_tokens")
+    if not isinstance(recorded, int) or not isinstance(batched, int):
+        return False
+    pp = config.get("pipeline_parallel_size")
+    derived = max_in_flight_tokens(batched, bool(config.get("async_scheduling") or False), pp if isinstance(pp, int) else 1)
+    return derived == recorded
+
+
+def _kernel_is_spec_block(edit: Edit, tree: Any) -> bool:
+    """A null kernel_block_size stands for the spec's block (VC005); the entry's value was that block."""
+    group = _at(tree, edit.site.path[:-1]) or {}
+    groups = _at(tree, ("cache", "groups")) or []
+    index = group.get("kv_cache_group_id")
+    if not isinstance(index, int) or index >= len(groups):
+        return False
+    return _old(edit, tree) == groups[index].get("block_size_tokens")
+
+
+_NUMBERS = ("+1", "-1", "zero", "negative", "number")
+_ABSENCE = ("null", "remove")
+
+VALID_VARIANTS: tuple[Explanation, ...] = (
+    # ---- identity of a record within a record set
+    *(Explanation(owner, field, "any DP/TP/PP rank: ranks only pair records of one set; a record whose "
+                  "partners are not in the set is checked alone (the rules of a worker read no rank)")
+      for owner in ("WorkerRecord", "SchedulerRecord") for field in ("dp_rank", "tp_rank", "pp_rank")),
+    *(Explanation(owner, "phase", "any collection phase: records of different phases are not paired, and a phase "
+                  "name is free text (prefill, decode, ...)") for owner in ("WorkerRecord", "SchedulerRecord")),
+    Explanation("Runtime", "version", "a plain record (no layer specs, no scheduler group spec) imports from every "
+                "vLLM version (VG001 gates only hybrid evidence)", when=_plain),
+    Explanation("WorkerGroup", "kind", "a plain group (no layer specs) may omit its kind (SC003 requires it only "
+                "with hybrid evidence)", ops=_ABSENCE, when=lambda e, t: _plain(e, t)),
+    # ---- optional settings and evidence whose absence means the recorded value
+    Explanation("ResolvedConfig", "prefix_match_unit", "absent and null both mean no prefix_match_unit "
+                "(PC005 and PC007 read it with OrDefault(..., None))", ops=("remove",), when=_was(None)),
+    Explanation("ResolvedConfig", "mamba_cache_mode", "absent and null both mean no Mamba mode", ops=("remove",),
+                when=_was(None)),
+    Explanation("ResolvedConfig", "decode_context_parallel_size", "absent or null means vLLM's default 1, "
+                "the recorded value", ops=_ABSENCE, when=_was(1)),
+    Explanation("ResolvedConfig", "max_in_flight_tokens", "absent or null: SU derives it from "
+                "max_num_batched_tokens, async_scheduling and pipeline_parallel_size, which gives the recorded "
+                "value", ops=_ABSENCE, when=_in_flight_derivable),
+    Explanation("SchedulerCache", "mamba_cache_mode", "absent and null both mean no Mamba mode", ops=("remove",),
+                when=_was(None)),
+    Explanation("SchedulerCache", "cache_hit_alignment_tokens", "optional evidence: PC007 checks it when present",
+                ops=_ABSENCE),
+    Explanation("WorkerCache", "attention_groups", "optional evidence: VC005 checks it when present", ops=_ABSENCE),
+    Explanation("AttentionGroup", "kernel_block_size", "null means the spec's own block (vLLM leaves it None then), "
+                "which the entry stated", ops=("null",), when=_kernel_is_spec_block),
+    Explanation("SchedulerCache", "kv_cache_max_concurrency", "the next float is within the rounding of one float "
+                "division (SU002's documented relative tolerance of 2**-52)", ops=("next-float",)),
+    # ---- FPM profiles stand alone: any positive sizes and counts describe some model
+    Explanation("CacheGroup", "name", "group names are free text"),
+    Explanation("CacheGroup", "num_layers", "another layer count describes another model (no rule relates a "
+                "profile to records)", ops=("+1", "-1")),
+    Explanation("CacheGroup", "blocks_per_request", "1 + k: a Mamba group with k speculative blocks", ops=("+1",)),
+    Explanation("CacheGroup", "prefill_checkpoint_alignment", "any positive alignment (FlashKDA 16, Mamba2 1)",
+                ops=("+1", "-1")),
+    Explanation("CacheGroup", "prefill_checkpoint_alignment", "a checkpoint block without an alignment loads, as in "
+                "the Rust twin (docs/rules.md, PF008)", ops=_ABSENCE),
+    Explanation("RuntimeMemory", "max_model_len", "another context length describes another deployment",
+                ops=("+1", "-1")),
+    Explanation("RuntimeMemory", "gpu_memory_utilization", "another fraction in (0, 1]", ops=("int", "next-float")),
+    Explanation("RuntimeMemory", "enable_prefix_caching", "prefix caching off (or unstated) is a valid setting when "
+                "no Mamba group is in align mode (PF016)",
+                when=lambda e, t: (_at(t, ("resources", "runtime_memory", "mamba_cache_mode")) != "align")),
+    Explanation("RuntimeMemory", "mamba_cache_mode", "mode none is valid with or without prefix caching; the mode "
+                "is optional", ops=("value", "null", "remove"),
+                when=lambda e, t: e.op != "value" or e.value == "none"),
+    Explanation("RuntimeMemory", "hash_block_size_tokens", "optional evidence", ops=_ABSENCE),
+    Explanation("Resources", "runtime_memory", "optional: a profile may carry no runtime memory", ops=_ABSENCE),
+    Explanation("Resources", "cache_groups", "one group fewer or more describes another model", ops=("drop", "duplicate")),
+)
+
+KNOWN_GAPS: tuple[Explanation, ...] = (
+    *(Explanation("ResolvedConfig", field, "a worker's resolved_config is judged by no rule and not compared with "
+                  "its scheduler's", id="F001", when=_is_worker)
+      for field in ("max_model_len", "block_size", "decode_context_parallel_size", "max_in_flight_tokens",
+                    "max_num_batched_tokens", "async_scheduling", "pipeline_parallel_size", "mamba_cache_mode",
+                    "prefix_match_unit", "enable_prefix_caching", "num_speculative_tokens")),
+    *(Explanation("ResolvedConfig", field, "max_in_flight_tokens is not checked against its derivation from "
+                  "max_num_batched_tokens, async_scheduling and pipeline_parallel_size", id="F002", when=_is_scheduler)
+      for field in ("max_in_flight_tokens", "max_num_batched_tokens", "async_scheduling", "pipeline_parallel_size")),
+    *(Explanation("LayerSpec", field, "a layer spec's page is not derived from its fields", id="F003",
+                  when=_later_layer_spec)
+      for field in ("page_size_bytes", "page_size_padded", "num_kv_heads", "head_size", "head_size_v", "dtype",
+                    "cache_dtype_str", "tokens_per_state", "block_stride_alignment_bytes")),
+    *(Explanation("LayerSpec", field, "the layer specs of one UniformTypeKVCacheSpecs group are not checked against "
+                  "each other (vLLM's uniform-type conditions and model-wide settings)", id="F004",
+                  when=_later_layer_spec)
+      for field in ("spec_type", "sliding_window", "attention_chunk_size", "extra_retained_tokens",
+                    "num_speculative_blocks", "mamba_cache_mode", "mamba_type", "dtypes", "shapes", "dcp_sharded",
+                    "cache_role", "num_prefill_checkpoint_blocks", "prefill_checkpoint_alignment")),
+    Explanation("WorkerGroup", "spec_type", "a hybrid group's spec_type is not checked against its layer specs",
+                id="F005", when=lambda e, t: not _plain(e, t)),
+    *(Explanation("WorkerGroup", field, "a hybrid group's block_size_tokens and page_size_bytes are not checked "
+                  "against its layer specs", id="F006", when=lambda e, t: not _plain(e, t))
+      for field in ("block_size_tokens", "page_size_bytes")),
+    Explanation("WorkerGroup", "layer_specs", "layer_specs keys are not checked against layer_names", id="F007",
+                ops=("drop", "duplicate", "rename-key"), when=_later_layer_key),
+    Explanation("LayerView", "storage_offset_bytes", "a view's offset inside its page is bounded but not derived "
+                "(state tensors packed from the page start, element-size alignment)", id="F008"),
+    *(Explanation("LayerView", field, "the non-block dimensions and element size of an attention view are not "
+                  "derived from the layer spec", id="F009") for field in ("shape", "element_size_bytes")),
+    Explanation("WorkerCache", "attention_groups", "an attention group may be listed twice", id="F010",
+                ops=("duplicate",)),
+    Explanation("AttentionGroup", "layer_names", "a layer may be listed twice in one attention group", id="F010",
+                ops=("duplicate",)),
+    Explanation("StateEvidence", "mamba_cache_mode", "the state evidence's Mamba mode is not compared with the "
+                "layer specs' and the resolved mode", id="F011"),
+    Explanation("SchedulerCache", "mamba_cache_mode", "the scheduler's Mamba mode is not compared with its "
+                "resolved settings and prefix-caching evidence", id="F011"),
+    Explanation("SchedulerGroup", "spec", "a hybrid scheduler record may drop one group's spec", id="F012",
+                ops=_ABSENCE, when=lambda e, t: not _plain(e, t)),
+    Explanation("CacheGroup", "page_size_bytes", "profile pages are not checked against the pool block", id="F013",
+                ops=("+1", "-1")),
+    Explanation("CacheGroup", "block_size_tokens", "profile block sizes are not checked against the hash block",
+                id="F013", ops=("+1", "-1")),
+    Explanation("RuntimeMemory", "kv_cache_bytes", "kv_cache_bytes is not checked to be whole pool blocks",
+                id="F013", ops=("+1", "-1")),
+    Explanation("RuntimeMemory", "hash_block_size_tokens", "the profile's hash block is not checked against its "
+                "groups' block sizes", id="F013", ops=("+1", "-1")),
+    Explanation("Resources", "cache_groups", "a grouped profile may lack cache_groups", id="F013", ops=("remove",)),
+)
+
+
+def explain(edit: Edit, tree: Any = None) -> tuple[str, Explanation] | None:
+    """``("variant", entry)`` or ``("gap", entry)`` for an accepted edit, else None."""
+    for entry in VALID_VARIANTS:
+        if entry.matches(edit, tree):
+            return "variant", entry
+    for entry in KNOWN_GAPS:
+        if entry.matches(edit, tree):
+            return "gap", entry
+    return None

@@ -1,0 +1,55 @@
+"""Ablation: without any one rule, some refused input gets through (or the report says why not)."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from fuzz_helpers import FIXTURES
+
+from kvproof.fuzz.ablation import fixture_corpus, run_ablation
+from kvproof.rules.registry import all_rules, get_rule
+
+RULES = all_rules()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return fixture_corpus(FIXTURES)
+
+
+@pytest.fixture(scope="module")
+def report(corpus):
+    return run_ablation(corpus, RULES)
+
+
+def test_every_rule_gets_a_verdict_with_a_reason(report) -> None:
+    assert [r.rule for r in report.results] == [r.id for r in RULES]
+    for result in report.results:
+        assert result.verdict in ("necessary", "guard", "redundant", "untested", "expected-dead"), result
+        assert result.reason
+    assert report.failures == []
+
+
+def test_expected_dead_rules_are_reported_as_such(report) -> None:
+    verdicts = {r.rule: r.verdict for r in report.results}
+    assert verdicts["PF011"] == "expected-dead" and verdicts["VC007"] == "expected-dead"
+
+
+def test_a_necessary_rule_names_the_input_that_gets_through(report) -> None:
+    result = next(r for r in report.results if r.rule == "VG001")
+    assert result.verdict == "necessary" and result.witness.startswith("fixture VG001/")
+
+
+def test_a_duplicated_rule_is_redundant(corpus) -> None:
+    twin = attrs.evolve(get_rule("PF009"), id="PF098")
+    result = run_ablation(corpus, RULES + [twin])
+    verdicts = {r.rule: r for r in result.results}
+    # each refuses what the other refuses: neither is needed alone
+    assert verdicts["PF009"].verdict == "redundant" and "PF098" in verdicts["PF009"].reason
+    assert verdicts["PF098"].verdict in ("redundant", "untested")
+
+
+def test_a_rule_that_fires_while_expected_dead_fails_the_campaign() -> None:
+    dead = attrs.evolve(get_rule("PF009"), id="PF097", expect="dead", reason="planted")
+    result = run_ablation(fixture_corpus(FIXTURES, RULES + [dead]), RULES + [dead])
+    assert [r.rule for r in result.failures] == ["PF097"]

@@ -1,0 +1,242 @@
+"""Hypothesis over the loaders and the checker.
+
+For arbitrary JSON values, arbitrary bytes and arbitrary mutations of the example documents
+(key deletion and insertion, type swaps, list edits, text-level damage), the only outcomes of
+``kvproof.models.documents.load_bytes`` are a loaded document or an ``InputError`` carrying LD
+diagnostics, and ``check()`` on a loaded document (with the rest of its record set) returns
+diagnostics without raising. The fast structuring path and detailed validation alone agree on
+every mutated document: the same object or the same diagnostics.
+
+Example counts follow the Hypothesis profile of tests/conftest.py (``ci`` by default,
+``HYPOTHESIS_PROFILE=campaign`` for long runs).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import attrs
+from hypothesis import event, given, note, strategies as st
+
+from kvproof.diagnostics import Diagnostic, InputError
+from kvproof.models import codec
+from kvproof.models.codec import MAX_PROBLEMS
+from kvproof.models.documents import Document, load_bytes, load_path
+from kvproof.models.profile import Profile
+from kvproof.models.record import SchedulerRecord, WorkerRecord
+from kvproof.rules.check import check
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_SETS = [ROOT / "examples" / "glm53flash-tp4", ROOT / "examples" / "minimax-m27-tp4"]
+BASES: dict[str, Any] = {}
+SIBLINGS: dict[str, list[Document]] = {}
+for folder in EXAMPLE_SETS:
+    loaded = {str(p): load_path(p) for p in sorted(folder.glob("*.json"))}
+    for name in loaded:
+        BASES[name] = json.loads(Path(name).read_text(encoding="utf-8"))
+        SIBLINGS[name] = [d for other, d in loaded.items() if other != name]
+CLASSES = {"worker": WorkerRecord, "scheduler": SchedulerRecord, "profile": Profile}
+DETAILED_ONLY = codec._make_converter(fast_path=False)
+
+
+def _field_names() -> list[str]:
+    names: set[str] = set()
+    pending = [WorkerRecord, SchedulerRecord, Profile]
+    import typing
+
+    while pending:
+        cls = pending.pop()
+        for field in attrs.fields(cls):
+            names.add(field.name)
+        for tp in typing.get_type_hints(cls).values():
+            for arg in [tp, *typing.get_args(tp), *(a for t in typing.get_args(tp) for a in typing.get_args(t))]:
+                if attrs.has(arg) and arg not in pending:
+                    pending.append(arg)
+    return sorted(names)
+
+
+FIELD_NAMES = _field_names()
+
+scalars = (
+    st.none() | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from([0, 1, -1, 2**53, 2**53 + 1, -(2**53) - 1, 2**32, 2**64])
+    | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0.0, -0.0, 1.0, 1.5, 1e308, 5e-324])
+    | st.text(max_size=12) | st.sampled_from(["", "vllm", "0.33.0", "worker", "attention", "state", "MambaSpec", "\ud800", "\x00"])
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=8) | st.sampled_from(FIELD_NAMES), children, max_size=6),
+    max_leaves=25,
+)
+document_like = st.fixed_dictionaries(
+    {"schema_version": st.sampled_from(["kvproof/record/v1", "kvproof/profile/v1"]),
+     "kind": st.sampled_from(["worker", "scheduler", "profile", 3])},
+    optional={name: json_values for name in ["dp_rank", "tp_rank", "pp_rank", "runtime", "resolved_config", "cache",
+                                            "model", "resources", "phase", "prefix_caching", "layers"]},
+)
+
+
+def outcome(data: bytes | str, siblings: list[Document] = (), file: str = "fuzz.json") -> Document | InputError:
+    """Load; on success check with the siblings. Anything but a document or an InputError fails."""
+    try:
+        document = load_bytes(data, file)
+    except InputError as error:
+        assert error.diagnostics, "an InputError without diagnostics"
+        assert all(isinstance(d, Diagnostic) and d.rule in ("LD001", "LD002", "LD003") for d in error.diagnostics)
+        assert all(d.path.startswith("$") for d in error.diagnostics)
+        assert len(error.diagnostics) <= MAX_PROBLEMS + 1
+        return error
+    assert isinstance(document, Document)
+    if document.kind != "geometry":
+        found = check([document, *siblings])
+        assert all(isinstance(d, Diagnostic) for d in found)
+        assert all(isinstance(d.message, str) and d.path.startswith("$") for d in found)
+    return document
+
+
+@given(json_values)
+def test_arbitrary_json_values(value) -> None:
+    outcome(json.dumps(value))
+
+
+@given(document_like)
+def test_document_shaped_values(value) -> None:
+    outcome(json.dumps(value))
+
+
+@given(st.binary(max_size=300) | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")))
+def test_arbitrary_bytes(data) -> None:
+    outcome(data)
+
+
+TYPE_SWAPS = [None, True, False, 0, -1, 1, 2**53, 2**53 + 1, 2**64, 0.5, 1.0, -0.0, "", "x", [], {}, [1], {"a": 1}]
+
+
+@st.composite
+def path_into(draw, tree) -> list:
+    """A path from the root: step into one child of each container, stopping at a leaf or, one
+    time in eight, earlier (edits near the root mostly make an unrecognised document)."""
+    path, node = [], tree
+    while isinstance(node, (dict, list)) and node and (not path or draw(st.integers(0, 7)) > 0):
+        key = draw(st.sampled_from(list(node))) if isinstance(node, dict) else draw(st.integers(0, len(node) - 1))
+        path.append(key)
+        node = node[key]
+    return path
+
+
+def _at(tree, path):
+    for key in path:
+        tree = tree[key]
+    return tree
+
+
+@st.composite
+def mutate_tree(draw, tree) -> Any:
+    """One structural edit of ``tree`` (in place; returns the possibly new root)."""
+    path = draw(path_into(tree))
+    node = _at(tree, path)
+    kind = draw(st.sampled_from(["swap", "delete", "insert", "list", "move"]))
+    note(f"{kind} at {path}")
+    if kind == "swap" or not isinstance(node, (dict, list)):
+        value = copy.deepcopy(draw(st.sampled_from(TYPE_SWAPS) | json_values))  # later edits must not reach TYPE_SWAPS
+        if not path:
+            return value
+        _at(tree, path[:-1])[path[-1]] = value
+    elif kind == "delete" and node:
+        key = draw(st.sampled_from(list(node))) if isinstance(node, dict) else draw(st.integers(0, len(node) - 1))
+        del node[key]
+    elif kind == "insert":
+        value = copy.deepcopy(draw(st.sampled_from(TYPE_SWAPS) | json_values))
+        if isinstance(node, dict):
+            node[draw(st.sampled_from(FIELD_NAMES) | st.text(max_size=6))] = value
+        else:
+            node.insert(draw(st.integers(0, len(node))), value)
+    elif kind == "list" and isinstance(node, list) and node:
+        action = draw(st.sampled_from(["duplicate", "empty", "reverse"]))
+        if action == "duplicate":
+            node.append(copy.deepcopy(node[draw(st.integers(0, len(node) - 1))]))
+        elif action == "empty":
+            node.clear()
+        else:
+            node.reverse()
+    elif kind == "move" and isinstance(node, dict) and len(node) >= 2:
+        a, b = draw(st.lists(st.sampled_from(list(node)), min_size=2, max_size=2, unique=True))
+        node[a], node[b] = node[b], node[a]
+    return tree
+
+
+@st.composite
+def damage_text(draw, text: str) -> str | bytes:
+    """Text-level damage: truncation, a stray byte, a duplicated key, a non-finite literal."""
+    action = draw(st.sampled_from(["none"] * 6 + ["truncate", "byte", "duplicate", "nan", "bom"]))
+    if action == "truncate":
+        return text[: draw(st.integers(0, len(text)))]
+    if action == "byte":
+        at = draw(st.integers(0, len(text)))
+        return text.encode("utf-8")[:at] + draw(st.binary(min_size=1, max_size=3)) + text.encode("utf-8")[at:]
+    if action == "duplicate" and text.startswith("{"):
+        first = text.find("\n", 2)
+        return text[: first + 1] + text[2:first + 1] + text[first + 1:]
+    if action == "nan":
+        return text.replace(": 0,", ": NaN,", 1).replace(": 1,", ": -Infinity,", 1)
+    if action == "bom":
+        return "\ufeff" + text
+    return text
+
+
+@st.composite
+def mutated_documents(draw):
+    name = draw(st.sampled_from(sorted(BASES)))
+    tree = copy.deepcopy(BASES[name])
+    for _ in range(draw(st.integers(1, 3))):
+        tree = draw(mutate_tree(tree))
+    text = json.dumps(tree, indent=1)
+    return name, tree, draw(damage_text(text))
+
+
+@given(mutated_documents())
+def test_mutated_examples_load_or_refuse_and_check_without_raising(case) -> None:
+    name, _tree, data = case
+    result = outcome(data, SIBLINGS[name], file=name)
+    event("loaded" if isinstance(result, Document) else f"refused {result.diagnostics[0].rule}")
+
+
+@given(mutated_documents())
+def test_fast_path_agrees_with_detailed_validation(case) -> None:
+    name, tree, _data = case
+    try:
+        tree = codec.parse_json(json.dumps(tree))
+    except InputError:
+        return
+    if not isinstance(tree, dict):
+        return
+    kind = tree.get("kind") if tree.get("schema_version") == "kvproof/record/v1" else "profile"
+    cls = CLASSES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return
+    results = []
+    for conv in (None, DETAILED_ONLY):
+        try:
+            results.append(codec.structure(tree, cls, name, _converter=conv))
+        except InputError as error:
+            results.append(error.diagnostics)
+    assert results[0] == results[1]
+
+
+def test_the_examples_are_accepted_by_the_fuzz_oracle() -> None:
+    for name, tree in BASES.items():
+        document = outcome(json.dumps(tree), SIBLINGS[name], file=name)
+        assert isinstance(document, Document)
+        assert not [d for d in check([document, *SIBLINGS[name]]) if d.file == name]
+
+
+def test_non_finite_and_huge_numbers_never_reach_a_model() -> None:
+    for literal in ("NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000):
+        result = outcome('{"schema_version": "kvproof/profile/v1", "model": ' + literal + "}")
+        assert isinstance(result, InputError)
+        assert not any(isinstance(v, float) and not math.isfinite(v) for v in [])
