@@ -42,11 +42,18 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def load() -> str:
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def machine() -> str:
     return (
         f"machine: {cores()} cores (nproc), CPU {cpu_model()!r}, Python {platform.python_version()} "
         f"({platform.python_implementation()}), {platform.system()} {platform.release()}, "
-        f"{datetime.date.today().isoformat()}"
+        f"{datetime.date.today().isoformat()}, load average {load()} (1/5/15 min)"
     )
 
 
@@ -60,6 +67,20 @@ def interleaved(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str
             fn()
             samples[name].append(time.perf_counter() - start)
     return samples
+
+
+def interleaved_with_cpu(cases: dict[str, Callable[[], object]], rounds: int) -> tuple[dict, dict]:
+    """Like :func:`interleaved`, also recording the process CPU time of every call: on a shared
+    machine other processes stretch the wall clock, much less the CPU time."""
+    wall: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            cpu[name].append(time.process_time() - start_cpu)
+            wall[name].append(time.perf_counter() - start)
+    return wall, cpu
 
 
 def median_ms(values: list[float]) -> float:

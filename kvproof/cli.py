@@ -93,14 +93,77 @@ def schema(kind: str) -> None:
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Processes for the mutants.")
 @click.option("--strict", is_flag=True, help="Known gaps and known parity differences fail too.")
 @click.option("--fixtures", type=click.Path(file_okay=False), help="Rule fixtures for ablation (default tests/rules).")
+@click.option("--geometries", type=click.IntRange(min=0), default=None,
+              help="Random geometries synthesized into records that must be accepted [default: --examples].")
+@click.option("--exhaustive", is_flag=True, help="Edit every element of every list and mapping (slow).")
 def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str, jobs: int, strict: bool,
-         fixtures: str | None) -> None:
+         fixtures: str | None, geometries: int | None, exhaustive: bool) -> None:
     """Fuzz the rules: single-field mutations of valid records and profiles (PATHs; default the
     bundled examples), concrete/z3 parity, and rule ablation. Exit 0 ok, 1 failures (each written
     to --out with the `kvproof check` command that reproduces it), 2 bad input."""
     from .commands.fuzz import run
 
-    sys.exit(run(paths, campaign, examples, seed, fmt, out, jobs, strict, fixtures))
+    sys.exit(run(paths, campaign, examples, seed, fmt, out, jobs, strict, fixtures, geometries, exhaustive))
+
+
+@cli.command()
+@click.argument("rule_ids", nargs=-1)
+@click.option("--all", "all_rules", is_flag=True, help="Every rule of the registry.")
+@click.option("--max-shape", help="Shape bound, e.g. groups=2,layers=2,workers=1,mutations=1.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per solver call.")
+@click.option("--rlimit", type=click.IntRange(min=1), default=None,
+              help="Deterministic z3 resource limit per solver call [default: 40000000].")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--witness-dir", type=click.Path(file_okay=False), help="Write every witness here (RULE.json or RULE/).")
+@click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")
+@click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
+def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
+          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None) -> None:
+    """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
+    shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
+    Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
+    from .commands.prove import run
+
+    sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples))
+
+
+@cli.command()
+@click.argument("expression", required=False)
+@click.option("--kind", type=click.Choice(["profile", "worker", "scheduler", "bundle"]), default=None,
+              help="Document kind the expression is about (default: the claim's or profile).")
+@click.option("--claims", "claims_file", type=click.Path(dir_okay=False), help="A Python file of @claim functions.")
+@click.option("--all", "all_claims", is_flag=True, help="Every shipped claim.")
+@click.option("--max-shape", help="Shape bound, e.g. groups=2,layers=2.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per solver call.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
+def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,
+          timeout: float, fmt: str, counterexample_dir: str | None) -> None:
+    """Prove an invariant over documents every rule accepts, or print a counterexample document.
+
+    EXPRESSION is Python over `doc` (the symbolic document) with the kvproof.logic helpers and
+    `sim`, e.g. "All(Implies(g.kind == 'state', g.page_size_bytes > 0) for g in
+    doc.resources.cache_groups)". Exit 0 proved, 1 refuted, 2 usage, 3 unknown."""
+    from .commands.claim import run
+
+    sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir))
+
+
+@cli.command()
+@click.argument("template", type=click.Path(dir_okay=False))
+@click.option("--minimize", "minimize", help="Expression to minimize.")
+@click.option("--maximize", "maximize", help="Expression to maximize.")
+@click.option("--open", "open_fields", multiple=True, help="JSON path of a field the optimizer may change (repeatable).")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds for the optimizer.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the optimal document here.")
+def explore(template: str, minimize: str | None, maximize: str | None, open_fields: tuple[str, ...], timeout: float,
+            fmt: str, output: str | None) -> None:
+    """Optimize an expression over the open fields of a document template with z3 (every rule
+    must accept the result). Exit 0 optimum found, 1 no accepted document, 2 usage, 3 unknown."""
+    from .commands.explore import run
+
+    sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,7 +85,8 @@ def _progress(label: str, enabled: bool) -> tuple[Callable[[int, int], None] | N
 
 
 def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: int = 0, out: str = "kvproof-fuzz",
-            jobs: int = 1, strict: bool = False, fixtures: str | None = None, progress: bool = False) -> FuzzRun:
+            jobs: int = 1, strict: bool = False, fixtures: str | None = None, progress: bool = False,
+            geometries: int | None = None, exhaustive: bool = False) -> FuzzRun:
     """Run the campaigns; raise :class:`InputError` for inputs that do not load."""
     from ..fuzz import ablation as ablation_mod
     from ..fuzz import parity as parity_mod
@@ -93,7 +94,7 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
     from ..rules.registry import all_rules
 
     run = FuzzRun(list(paths), campaign, examples, seed, strict=strict)
-    record_sets, geometries = collect_inputs(paths)
+    record_sets, geometry_inputs = collect_inputs(paths)
     rules = all_rules()
     out_dir = Path(out)
     if out_dir.exists() and out_dir.is_dir() and (out_dir / ".kvproof-fuzz").exists():
@@ -102,9 +103,10 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
     if campaign in ("mutation", "ablation", "all"):
         update, finish = _progress("mutation", progress)
         try:
-            run.mutation = run_mutation(record_sets, geometries, random_count=examples, seed=seed, progress=update,
-                                        strategy_geometries=examples if campaign in ("mutation", "all") else 0,
-                                        jobs=jobs)
+            run.mutation = run_mutation(record_sets, geometry_inputs, random_count=examples, seed=seed, progress=update,
+                                        strategy_geometries=(examples if geometries is None else geometries)
+                                        if campaign in ("mutation", "all") else 0,
+                                        jobs=jobs, exhaustive=exhaustive)
         finally:
             finish()
         _mutation_failures(run, out_dir)
@@ -176,7 +178,7 @@ def _mutation_failures(run: FuzzRun, out_dir: Path) -> None:
             f"accepted, but {outcome.reason}; a rule should refuse it or docs/fuzz-findings.md explain it",
             str(directory), f"kvproof check {directory}   # exits 0: accepted"))
     for result in report.synth:
-        if result.status in ("refused", "error"):
+        if result.status in ("refused", "error") or (run.strict and result.status == "known"):
             number += 1
             directory = out_dir / f"synth-{number:04d}"
             directory.mkdir(parents=True, exist_ok=True)
@@ -186,9 +188,14 @@ def _mutation_failures(run: FuzzRun, out_dir: Path) -> None:
                 geometry = result.geometry if isinstance(result.geometry, dict) else unstructure(result.geometry)
                 (directory / "geometry.json").write_text(dumps(geometry), encoding="utf-8")
             run.failures.append(Failure(
-                "mutation", f"synthesized records {result.status}: {result.source}", "; ".join(result.diagnostics[:3]),
+                "mutation", f"synthesized records {result.status}{' ' + result.finding if result.finding else ''}: "
+                f"{result.source}", "; ".join(result.diagnostics[:3]),
                 str(directory),
                 f"kvproof synth {directory / 'geometry.json'} -o {directory / 'records'} && kvproof check {directory / 'records'}"))
+    invalid = [r for r in report.synth if r.status == "invalid-geometry"]
+    if invalid:
+        run.notes.append(f"{len(invalid)} geometries drawn by kvproof.fuzz.strategies do not load (skipped): "
+                         f"{invalid[0].diagnostics[0] if invalid[0].diagnostics else ''}")
     if report.stale_gaps:
         run.notes.append(f"known gaps no mutant reached as a gap (fixed? remove them from kvproof/fuzz/explained.py): "
                          f"{', '.join(report.stale_gaps)}")
@@ -245,8 +252,10 @@ def render_text(run: FuzzRun) -> str:
             counts: dict[str, int] = {}
             for result in synth:
                 counts[result.status] = counts.get(result.status, 0) + 1
+            known = sorted({r.finding for r in synth if r.finding})
             lines.append("  synthesized records: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-                         + " (vllm-refusal: vLLM would not start, skipped)")
+                         + " (vllm-refusal: vLLM would not start, skipped"
+                         + (f"; known: {', '.join(known)}" if known else "") + ")")
         lines.append(f"  fields accepted because unread: {_pairs(m.unread_edited())}")
         lines.append(f"  fields never read: {_pairs(m.fields_never_read())}")
         never = m.rules_never_fired()
@@ -334,14 +343,14 @@ def render_json(run: FuzzRun) -> str:
 
 
 def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str, jobs: int,
-        strict: bool, fixtures: str | None) -> int:
+        strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False) -> int:
     chosen = list(paths) or default_paths()
     if not chosen:
         sys.stderr.write("kvproof fuzz: no PATH given and no bundled examples found\n")
         return EXIT_BAD_INPUT
     try:
         result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,
-                         progress=sys.stderr.isatty())
+                         progress=sys.stderr.isatty(), geometries=geometries, exhaustive=exhaustive)
     except InputError as exc:
         for diagnostic in exc.diagnostics:
             sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")

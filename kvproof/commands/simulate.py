@@ -91,11 +91,16 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
     views = result.get("worker_views") or []
     if views:
         lines.append("")
-        lines.append(f"Worker views ({len(views)}):")
+        lines.append(f"Worker views ({len(views)} attention groups on a small pool):")
         for view in views:
+            more = f" (+{len(view['layers']) - 1} layers)" if len(view["layers"]) > 1 else ""
+            table = view["kernel_block_table"]
+            shown = table if len(table) <= 12 else [*table[:6], "...", *table[-3:]]
             lines.append(
-                f"  {view['layer']}: shape {tuple(view['shape'])} stride {tuple(view['stride'])} {view['dtype']} "
-                f"kernel {view['kernel_block_size']} stride {view['kernel_block_stride']} table {view['kernel_block_table']}"
+                f"  group {view['kv_cache_group']} {view['backend']}: {view['layers'][0]}{more}: "
+                f"shape {tuple(view['shape'])} strides {tuple(view['strides'])} {view['dtype']}, "
+                f"kernel block {view['kernel_block_size']}, kernel_block_stride {view['kernel_block_stride']}, "
+                f"blocks 0..2 -> {shown}"
             )
     for warning in result.get("warnings", []):
         lines.append(f"warning: {warning}")

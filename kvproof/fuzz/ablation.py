@@ -139,7 +139,7 @@ def mutation_corpus(report) -> list[CorpusItem]:
     return out
 
 
-def run_ablation(corpus: Iterable[CorpusItem], rules: list[Rule] | None = None, limit: int = 25,
+def run_ablation(corpus: Iterable[CorpusItem], rules: list[Rule] | None = None, limit: int = 80,
                  progress: Callable[[int, int], None] | None = None) -> AblationReport:
     """Ablate every rule over the corpus (at most ``limit`` re-checks per rule)."""
     from ..rules.check import check

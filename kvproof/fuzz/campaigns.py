@@ -72,13 +72,27 @@ class RecordSet:
 
     _twin_keys: list | None = attrs.field(default=None, repr=False, eq=False)
 
+    def reduces(self, index: int) -> bool:
+        """The reduced set of a mutant of document ``index`` leaves documents out."""
+        keys = self.twin_keys()
+        seen: set[str] = set()
+        for position, key in enumerate(keys):
+            if position == index or key is None:
+                continue
+            if key == keys[index] or key in seen:
+                return True
+            seen.add(key)
+        return False
+
 
 @attrs.define
 class SynthResult:
     source: str
-    status: str  # accepted | refused | vllm-refusal | error
+    status: str  # accepted | refused | known | vllm-refusal | error | invalid-geometry | unavailable
     diagnostics: list[str] = attrs.field(factory=list)
     geometry: Any = None
+    #: The finding a known refusal belongs to (status "known").
+    finding: str | None = None
 
 
 def _expand(paths: Iterable[str]) -> list[Path]:
@@ -338,18 +352,24 @@ def _random_edits(file: str, cls: type, tree: Any, vocabulary: dict, count: int,
         drawn.append(edit)
 
     draw()
+    from .mutate import apply
+
     seen: set[str] = set()
+    original = json.dumps(tree)
     out = []
     for edit in drawn:
         key = json.dumps([edit.site.path, edit.op, repr(edit.value)], default=str)
-        if key not in seen:
-            seen.add(key)
+        if key in seen:
+            continue
+        seen.add(key)
+        if json.dumps(apply(tree, edit)) != original:  # an edit that changes nothing is no mutant
             out.append(edit)
     return out
 
 
 def plan_edits(record_set: RecordSet, vocabulary: dict, random_count: int, seed: int,
-               twins: list | None = None, sample: int | None = None) -> list[tuple[int, Edit, bool]]:
+               twins: list | None = None, sample: int | None = None,
+               exhaustive: bool = False) -> list[tuple[int, Edit, bool]]:
     """``(document index, edit, random)`` for every mutant of a record set (``sample``: at most
     that many systematic edits per document, drawn with the seed, in document order)."""
     planned: list[tuple[int, Edit, bool]] = []
@@ -363,7 +383,7 @@ def plan_edits(record_set: RecordSet, vocabulary: dict, random_count: int, seed:
                 continue
             seen_workers[key] = doc.file
         cls = document_class(doc.kind)
-        systematic = list(edits(doc.file, cls, doc.tree, vocabulary))
+        systematic = list(edits(doc.file, cls, doc.tree, vocabulary, exhaustive))
         if sample is not None and len(systematic) > sample:
             import random
 
@@ -385,7 +405,8 @@ def _stable_hash(text: str) -> int:
 
 def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]] = (), random_count: int = 0,
                  seed: int = 0, progress: Callable[[int, int], None] | None = None,
-                 strategy_geometries: int = 0, jobs: int = 1, sample: int | None = None) -> MutationReport:
+                 strategy_geometries: int = 0, jobs: int = 1, sample: int | None = None,
+                 exhaustive: bool = False) -> MutationReport:
     """The mutation campaign over record sets (and the acceptance of synthesized records)."""
     start = time.perf_counter()
     report = MutationReport(sets=[s.name for s in record_sets])
@@ -406,28 +427,35 @@ def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]]
     items = [(record_set.name, index, edit, is_random)
              for record_set in accepted_sets
              for index, edit, is_random in plan_edits(record_set, vocabulary, random_count, seed, report.twins,
-                                                      sample)]
+                                                      sample, exhaustive)]
     accepted: list[tuple[RecordSet, int, Outcome]] = []
-    results = _evaluate_all(report.record_sets, [(name, index, edit) for name, index, edit, _ in items], jobs, progress)
-    for (name, index, edit, is_random), (status, ids, detail) in zip(items, results):
+    tasks = [("reduced", name, index, edit) for name, index, edit, _ in items]
+    results = _evaluate_all(report.record_sets, tasks, jobs, progress)
+    for (name, index, edit, is_random), (status, ids, detail, _) in zip(items, results):
         outcome = Outcome(name, edit, status, index=index, rules=ids, random=is_random, detail=detail)
         report.outcomes.append(outcome)
         if status == "accepted":
             accepted.append((report.record_sets[name], index, outcome))
 
-    # Reads of the accepted mutants themselves (a branch only a mutant takes), then the verdicts.
+    # The reduced set accepted these: confirm with the whole set, and trace the reads of the first
+    # few mutants of each field no rule read in the accepted sets (a branch only a mutant takes).
+    traced: dict[tuple[str, str], int] = {}
+    tasks = []
     for record_set, index, outcome in accepted:
-        if not report.reads.read(*outcome.edit.pair):  # already read: the trace cannot change the verdict
-            _, log = trace_check(mutant_documents(record_set, index, outcome.edit))
-            report.reads.merge(log)
+        pair = outcome.edit.pair
+        trace = not report.reads.read(*pair) and traced.get(pair, 0) < TRACES_PER_FIELD
+        if trace:
+            traced[pair] = traced.get(pair, 0) + 1
+        tasks.append(("confirm", record_set.name, index, outcome.edit, trace))
+    results = _evaluate_all(report.record_sets, tasks, jobs, None)
+    for (record_set, index, outcome), (status, ids, detail, reads) in zip(accepted, results):
+        if status != "accepted":
+            outcome.status, outcome.rules, outcome.detail = status, ids, detail
+        if reads:
+            report.reads.merge(ReadLog(reads))
     for record_set, index, outcome in accepted:
-        if report.reads.read(*outcome.edit.pair):
-            # The reduced set accepted it; the verdict of a read field needs the whole set.
-            status, ids, detail = evaluate(record_set, index, outcome.edit)
-            if status != "accepted":
-                outcome.status, outcome.rules, outcome.detail = status, ids, detail
-                continue
-        classify(outcome, report.reads, record_set.documents[index].tree)
+        if outcome.status == "accepted":
+            classify(outcome, report.reads, record_set.documents[index].tree)
     report.stale_gaps = _stale_gaps(report)
     report.seconds = time.perf_counter() - start
     return report
@@ -435,14 +463,32 @@ def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]]
 
 _POOL_SETS: dict[str, RecordSet] = {}
 
+#: Accepted mutants traced per field that no rule read in the accepted sets.
+TRACES_PER_FIELD = 3
 
-def _evaluate_chunk(chunk: list[tuple[str, int, Edit]]) -> list[tuple[str, tuple[str, ...], list[str]]]:
-    return [evaluate(_POOL_SETS[name], index, edit, reduced=True) for name, index, edit in chunk]
+
+def _run_task(task: tuple) -> tuple:
+    kind, name, index, edit = task[:4]
+    record_set = _POOL_SETS[name]
+    if kind == "reduced":
+        return (*evaluate(record_set, index, edit, reduced=True), None)
+    status, ids, detail = "accepted", (), []
+    if record_set.reduces(index):
+        status, ids, detail = evaluate(record_set, index, edit)
+    reads = None
+    if status == "accepted" and task[4]:
+        _, log = trace_check(mutant_documents(record_set, index, edit))
+        reads = log.reads
+    return status, ids, detail, reads
 
 
-def _evaluate_all(record_sets: dict[str, RecordSet], items: list[tuple[str, int, Edit]], jobs: int,
+def _evaluate_chunk(chunk: list[tuple]) -> list[tuple]:
+    return [_run_task(task) for task in chunk]
+
+
+def _evaluate_all(record_sets: dict[str, RecordSet], items: list[tuple], jobs: int,
                   progress: Callable[[int, int], None] | None) -> list:
-    """Evaluate mutants in order, in ``jobs`` forked processes (results in input order, so the
+    """Run mutant tasks in order, in ``jobs`` forked processes (results in input order, so the
     report does not depend on ``jobs``)."""
     total = len(items)
     chunk_size = 64
@@ -490,16 +536,18 @@ def classify(outcome: Outcome, reads: ReadLog, tree: Any) -> None:
 
 
 def _stale_gaps(report: MutationReport) -> list[str]:
-    """Known-gap IDs whose entries matched edited fields but no mutant survived as that gap: the
-    rule was fixed (remove the entry) or the gap's description is too wide."""
+    """Known-gap IDs that matched edits of fields some rule reads, none of which survived as that gap:
+    the rule was fixed (remove the entry) or the entry is too wide. Edits of fields no rule reads in
+    these inputs say nothing about a gap."""
     matched: set[str] = set()
     for outcome in report.outcomes:
+        if outcome.verdict == "unread" or not report.reads.read(*outcome.edit.pair):
+            continue
         tree = report.record_sets[outcome.set].documents[outcome.index].tree
         for entry in KNOWN_GAPS:
             if entry.matches(outcome.edit, tree):
                 matched.add(entry.label)
-    seen = set(report.gaps_seen())
-    return sorted(matched - seen)
+    return sorted(matched - set(report.gaps_seen()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,8 +564,18 @@ def synth_acceptance(geometries: Iterable[tuple[str, Any]], strategy_examples: i
             results.append(SynthResult("kvproof.fuzz.strategies", "unavailable",
                                        ["kvproof.fuzz.strategies.geometries() is not available"]))
         else:
-            for number, geometry in enumerate(drawn):
-                results.append(_synth_one(f"strategies.geometries() example {number}", geometry))
+            from ..models.geometry import load_geometry
+
+            for number, tree in enumerate(drawn):
+                source = f"strategies.geometries() example {number}"
+                try:
+                    geometry = load_geometry(tree, source)
+                except InputError as exc:
+                    results.append(SynthResult(source, "invalid-geometry", [d.render() for d in exc.diagnostics[:3]], tree))
+                    continue
+                result = _synth_one(source, geometry)
+                result.geometry = tree
+                results.append(result)
     return results
 
 
@@ -564,5 +622,11 @@ def _synth_one(source: str, geometry: Any) -> SynthResult:
         return SynthResult(source, "refused", [d.render() for d in exc.diagnostics[:10]], geometry)
     diagnostics = check(documents)
     if diagnostics:
-        return SynthResult(source, "refused", [d.render() for d in diagnostics[:10]], geometry)
+        from .explained import known_synth_refusal
+
+        known = known_synth_refusal({d.rule for d in diagnostics}, synthesized.plan)
+        rendered = [d.render() for d in diagnostics[:10]]
+        if known is not None:
+            return SynthResult(source, "known", rendered, geometry, finding=known[0])
+        return SynthResult(source, "refused", rendered, geometry)
     return SynthResult(source, "accepted", [], geometry)

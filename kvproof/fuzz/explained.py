@@ -22,7 +22,7 @@ import attrs
 
 from .mutate import Edit
 
-__all__ = ["Explanation", "VALID_VARIANTS", "KNOWN_GAPS", "explain"]
+__all__ = ["Explanation", "VALID_VARIANTS", "KNOWN_GAPS", "KNOWN_SYNTH_REFUSALS", "explain", "known_synth_refusal"]
 
 
 @attrs.frozen
@@ -137,18 +137,28 @@ def _kernel_is_spec_block(edit: Edit, tree: Any) -> bool:
 
 _NUMBERS = ("+1", "-1", "zero", "negative", "number")
 _ABSENCE = ("null", "remove")
+#: Another positive integer: a systematic neighbour or a random one.
+_OTHER = ("+1", "-1", "number")
+
+
+def _positive(edit: Edit, tree: Any) -> bool:
+    return type(edit.value) is int and edit.value > 0
 
 VALID_VARIANTS: tuple[Explanation, ...] = (
     # ---- identity of a record within a record set
     *(Explanation(owner, field, "any DP/TP/PP rank: ranks only pair records of one set; a record whose "
                   "partners are not in the set is checked alone (the rules of a worker read no rank)")
-      for owner in ("WorkerRecord", "SchedulerRecord") for field in ("dp_rank", "tp_rank", "pp_rank")),
+      for owner, field in (("WorkerRecord", "dp_rank"), ("WorkerRecord", "tp_rank"), ("WorkerRecord", "pp_rank"),
+                           ("SchedulerRecord", "dp_rank"))),
     *(Explanation(owner, "phase", "any collection phase: records of different phases are not paired, and a phase "
                   "name is free text (prefill, decode, ...)") for owner in ("WorkerRecord", "SchedulerRecord")),
     Explanation("Runtime", "version", "a plain record (no layer specs, no scheduler group spec) imports from every "
                 "vLLM version (VG001 gates only hybrid evidence)", when=_plain),
     Explanation("WorkerGroup", "kind", "a plain group (no layer specs) may omit its kind (SC003 requires it only "
                 "with hybrid evidence)", ops=_ABSENCE, when=lambda e, t: _plain(e, t)),
+    *(Explanation("LayerSpec", field, "Mamba layers of one UniformTypeKVCacheSpecs group may differ in shapes, "
+                  "dtypes and mamba_type (vLLM 0.33.0 kv_cache_interface.py:1155-1166; the views still match, VC006)",
+                  ops=("value",), when=_later_layer_spec) for field in ("mamba_type", "dtypes")),
     # ---- optional settings and evidence whose absence means the recorded value
     Explanation("ResolvedConfig", "prefix_match_unit", "absent and null both mean no prefix_match_unit "
                 "(PC005 and PC007 read it with OrDefault(..., None))", ops=("remove",), when=_was(None)),
@@ -170,15 +180,16 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
                 "division (SU002's documented relative tolerance of 2**-52)", ops=("next-float",)),
     # ---- FPM profiles stand alone: any positive sizes and counts describe some model
     Explanation("CacheGroup", "name", "group names are free text"),
-    Explanation("CacheGroup", "num_layers", "another layer count describes another model (no rule relates a "
-                "profile to records)", ops=("+1", "-1")),
-    Explanation("CacheGroup", "blocks_per_request", "1 + k: a Mamba group with k speculative blocks", ops=("+1",)),
+    Explanation("CacheGroup", "num_layers", "another positive layer count describes another model (no rule "
+                "relates a profile to records)", ops=_OTHER, when=_positive),
+    Explanation("CacheGroup", "blocks_per_request", "1 + k: a Mamba group with k speculative blocks (PF004 bounds "
+                "it by 2**32 - 1)", ops=_OTHER, when=lambda e, t: _positive(e, t) and e.value <= 2**32 - 1),
     Explanation("CacheGroup", "prefill_checkpoint_alignment", "any positive alignment (FlashKDA 16, Mamba2 1)",
-                ops=("+1", "-1")),
+                ops=_OTHER, when=_positive),
     Explanation("CacheGroup", "prefill_checkpoint_alignment", "a checkpoint block without an alignment loads, as in "
                 "the Rust twin (docs/rules.md, PF008)", ops=_ABSENCE),
-    Explanation("RuntimeMemory", "max_model_len", "another context length describes another deployment",
-                ops=("+1", "-1")),
+    Explanation("RuntimeMemory", "max_model_len", "another positive context length describes another deployment",
+                ops=_OTHER, when=_positive),
     Explanation("RuntimeMemory", "gpu_memory_utilization", "another fraction in (0, 1]", ops=("int", "next-float")),
     Explanation("RuntimeMemory", "enable_prefix_caching", "prefix caching off (or unstated) is a valid setting when "
                 "no Mamba group is in align mode (PF016)",
@@ -191,7 +202,10 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
     Explanation("Resources", "cache_groups", "one group fewer or more describes another model", ops=("drop", "duplicate")),
 )
 
+_UNKNOWN_OR_ABSENT = ("null", "remove", "unknown", "text")
+
 KNOWN_GAPS: tuple[Explanation, ...] = (
+    # F001-F002: resolved settings
     *(Explanation("ResolvedConfig", field, "a worker's resolved_config is judged by no rule and not compared with "
                   "its scheduler's", id="F001", when=_is_worker)
       for field in ("max_model_len", "block_size", "decode_context_parallel_size", "max_in_flight_tokens",
@@ -200,47 +214,80 @@ KNOWN_GAPS: tuple[Explanation, ...] = (
     *(Explanation("ResolvedConfig", field, "max_in_flight_tokens is not checked against its derivation from "
                   "max_num_batched_tokens, async_scheduling and pipeline_parallel_size", id="F002", when=_is_scheduler)
       for field in ("max_in_flight_tokens", "max_num_batched_tokens", "async_scheduling", "pipeline_parallel_size")),
+    # F005 before F003/F004: a missing, null or unknown value of a later layer spec
+    *(Explanation("LayerSpec", field, "a layer spec may lack a field its vLLM class has, hold null, or hold a value "
+                  "no vLLM enumeration has", id="F005", ops=_UNKNOWN_OR_ABSENT, when=_later_layer_spec)
+      for field in ("num_kv_heads", "head_size", "head_size_v", "dtype", "cache_dtype_str", "cache_role",
+                    "dcp_sharded", "tokens_per_state", "mamba_type", "dtypes", "mamba_cache_mode",
+                    "num_speculative_blocks", "num_prefill_checkpoint_blocks", "prefill_checkpoint_alignment",
+                    "sliding_window", "extra_retained_tokens", "attention_chunk_size", "state_content_bytes",
+                    "num_head_slots")),
+    Explanation("LayerSpec", "cache_role", "a layer's cache role (sparse attention or indexer) is not checked against "
+                "its spec", id="F005", when=_later_layer_spec),
     *(Explanation("LayerSpec", field, "a layer spec's page is not derived from its fields", id="F003",
                   when=_later_layer_spec)
       for field in ("page_size_bytes", "page_size_padded", "num_kv_heads", "head_size", "head_size_v", "dtype",
-                    "cache_dtype_str", "tokens_per_state", "block_stride_alignment_bytes")),
+                    "cache_dtype_str", "tokens_per_state", "state_content_bytes", "num_head_slots")),
     *(Explanation("LayerSpec", field, "the layer specs of one UniformTypeKVCacheSpecs group are not checked against "
-                  "each other (vLLM's uniform-type conditions and model-wide settings)", id="F004",
-                  when=_later_layer_spec)
+                  "vLLM's uniform-type conditions and the model-wide settings", id="F004", when=_later_layer_spec)
       for field in ("spec_type", "sliding_window", "attention_chunk_size", "extra_retained_tokens",
-                    "num_speculative_blocks", "mamba_cache_mode", "mamba_type", "dtypes", "shapes", "dcp_sharded",
-                    "cache_role", "num_prefill_checkpoint_blocks", "prefill_checkpoint_alignment")),
+                    "num_speculative_blocks", "mamba_cache_mode", "dcp_sharded", "num_prefill_checkpoint_blocks",
+                    "prefill_checkpoint_alignment")),
+    # F006-F008: a hybrid group against its layer specs
     Explanation("WorkerGroup", "spec_type", "a hybrid group's spec_type is not checked against its layer specs",
-                id="F005", when=lambda e, t: not _plain(e, t)),
+                id="F006", when=lambda e, t: not _plain(e, t)),
     *(Explanation("WorkerGroup", field, "a hybrid group's block_size_tokens and page_size_bytes are not checked "
-                  "against its layer specs", id="F006", when=lambda e, t: not _plain(e, t))
+                  "against its layer specs", id="F007", when=lambda e, t: not _plain(e, t))
       for field in ("block_size_tokens", "page_size_bytes")),
-    Explanation("WorkerGroup", "layer_specs", "layer_specs keys are not checked against layer_names", id="F007",
+    Explanation("WorkerGroup", "layer_specs", "layer_specs keys are not checked against layer_names", id="F008",
                 ops=("drop", "duplicate", "rename-key"), when=_later_layer_key),
+    # F009-F011: views and attention groups
     Explanation("LayerView", "storage_offset_bytes", "a view's offset inside its page is bounded but not derived "
-                "(state tensors packed from the page start, element-size alignment)", id="F008"),
+                "(state tensors packed from the page start, element-size alignment)", id="F009"),
     *(Explanation("LayerView", field, "the non-block dimensions and element size of an attention view are not "
-                  "derived from the layer spec", id="F009") for field in ("shape", "element_size_bytes")),
-    Explanation("WorkerCache", "attention_groups", "an attention group may be listed twice", id="F010",
+                  "derived from the layer spec", id="F010") for field in ("shape", "element_size_bytes")),
+    Explanation("WorkerCache", "attention_groups", "an attention group may be listed twice", id="F011",
                 ops=("duplicate",)),
-    Explanation("AttentionGroup", "layer_names", "a layer may be listed twice in one attention group", id="F010",
+    Explanation("AttentionGroup", "layer_names", "a layer may be listed twice in one attention group", id="F011",
                 ops=("duplicate",)),
+    # F012-F013: Mamba modes and scheduler evidence
     Explanation("StateEvidence", "mamba_cache_mode", "the state evidence's Mamba mode is not compared with the "
-                "layer specs' and the resolved mode", id="F011"),
+                "layer specs' and the resolved mode", id="F012"),
     Explanation("SchedulerCache", "mamba_cache_mode", "the scheduler's Mamba mode is not compared with its "
-                "resolved settings and prefix-caching evidence", id="F011"),
-    Explanation("SchedulerGroup", "spec", "a hybrid scheduler record may drop one group's spec", id="F012",
+                "resolved settings and prefix-caching evidence", id="F012"),
+    Explanation("SchedulerGroup", "spec", "a hybrid scheduler record may drop one group's spec", id="F013",
                 ops=_ABSENCE, when=lambda e, t: not _plain(e, t)),
-    Explanation("CacheGroup", "page_size_bytes", "profile pages are not checked against the pool block", id="F013",
-                ops=("+1", "-1")),
+    # F014: relations inside an FPM profile
+    Explanation("CacheGroup", "page_size_bytes", "profile pages are not checked against the pool block", id="F014",
+                ops=_OTHER, when=_positive),
     Explanation("CacheGroup", "block_size_tokens", "profile block sizes are not checked against the hash block",
-                id="F013", ops=("+1", "-1")),
+                id="F014", ops=_OTHER, when=_positive),
     Explanation("RuntimeMemory", "kv_cache_bytes", "kv_cache_bytes is not checked to be whole pool blocks",
-                id="F013", ops=("+1", "-1")),
+                id="F014", ops=_OTHER, when=_positive),
     Explanation("RuntimeMemory", "hash_block_size_tokens", "the profile's hash block is not checked against its "
-                "groups' block sizes", id="F013", ops=("+1", "-1")),
-    Explanation("Resources", "cache_groups", "a grouped profile may lack cache_groups", id="F013", ops=("remove",)),
+                "groups' block sizes", id="F014", ops=_OTHER, when=_positive),
+    Explanation("Resources", "cache_groups", "a grouped profile may lack cache_groups", id="F014", ops=("remove",)),
 )
+
+
+#: Synthesized records that rules refuse, under review: (finding ID, refusing rule IDs, predicate over
+#: the simulator's plan, reason). The synthesis or the rule is wrong; docs/fuzz-findings.md says which
+#: evidence points where.
+KNOWN_SYNTH_REFUSALS: tuple[tuple[str, frozenset[str], Callable[[Any], bool], str], ...] = (
+    ("F015", frozenset({"SC006"}), lambda plan: len(getattr(plan, "workers", ()) or ()) > 1,
+     "with pipeline parallelism the scheduler's groups hold every stage's layers, each worker's only its own"),
+    ("F016", frozenset({"BO003", "BO004", "BO005", "BO006", "BO008", "BO009", "VC004"}),
+     lambda plan: getattr(plan, "layout", None) == "LHBNC",
+     "in the LHBNC layout a block's page is one chunk per head, block_stride apart from the next block's chunk"),
+)
+
+
+def known_synth_refusal(rules: set[str], plan: Any) -> tuple[str, str] | None:
+    """``(finding ID, reason)`` when a synthesized record set's refusal is a known finding."""
+    for finding, expected, predicate, reason in KNOWN_SYNTH_REFUSALS:
+        if rules and rules <= expected and predicate(plan):
+            return finding, reason
+    return None
 
 
 def explain(edit: Edit, tree: Any = None) -> tuple[str, Explanation] | None:

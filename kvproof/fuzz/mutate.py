@@ -65,8 +65,8 @@ def _static_vocabulary() -> dict[str, tuple[str, ...]]:
         "kv_cache_layout": tuple(m.name for m in KVCacheLayout) + ("NHD", "HND"),
         "role": ("kv", "conv", "ssm", "state"),
         "phase": ("prefill", "decode"),
-        "mamba_type": ("GDN_ATTN", "MAMBA2", "MAMBA1", "LINEAR_ATTENTION", "SHORT_CONV"),
-        "cache_role": ("kv", "indexer", "sparse"),
+        "mamba_type": ("GDN_ATTN", "MAMBA2"),
+        "cache_role": ("indexer", "sparse"),
         "backend": ("FlashAttentionBackend", "FlashInferBackend", "FlashMLABackend", "TritonAttentionBackend"),
         "placement": ("hisparse_host",),
         "framework": ("vllm", "sglang"),
@@ -388,8 +388,10 @@ def _number_edits(value: Any, kind: str) -> list[tuple[str, Any]]:
     return out
 
 
-def site_edits(file: str, site: Site, tree: Any, vocabulary: dict[str, tuple[str, ...]] | None = None) -> list[Edit]:
-    """The systematic edits of one site (no edit that leaves the tree unchanged)."""
+def site_edits(file: str, site: Site, tree: Any, vocabulary: dict[str, tuple[str, ...]] | None = None,
+               exhaustive: bool = False) -> list[Edit]:
+    """The systematic edits of one site (no edit that leaves the tree unchanged); a container's
+    elements are dropped and duplicated at its representatives unless ``exhaustive``."""
     vocabulary = VOCABULARY if vocabulary is None else vocabulary
     value = _get(tree, site.path)
     candidates: list[tuple[str, Any]] = []
@@ -409,11 +411,11 @@ def site_edits(file: str, site: Site, tree: Any, vocabulary: dict[str, tuple[str
     elif kind in ("int", "signed", "float") and value is None:
         candidates += [("zero", 0), ("one", 1)]
     elif kind == "list" and isinstance(value, list):
-        for index in _representatives(list(range(len(value))), value, False):
+        for index in _representatives(list(range(len(value))), value, exhaustive):
             candidates += [("drop", index), ("duplicate", index)]
     elif kind == "dict" and isinstance(value, dict):
         keys = list(value)
-        for key in _representatives(keys, [value[k] for k in keys], False):
+        for key in _representatives(keys, [value[k] for k in keys], exhaustive):
             candidates += [("drop", key), ("duplicate", key), ("rename-key", key)]
     if value is not None:
         candidates.append(("null", None))
@@ -439,7 +441,7 @@ def edits(file: str, cls: type, tree: Any, vocabulary: dict[str, tuple[str, ...]
           exhaustive: bool = False) -> Iterator[Edit]:
     """Every systematic single-field edit of a document tree, in document order."""
     for site in sites(cls, tree, exhaustive):
-        yield from site_edits(file, site, tree, vocabulary)
+        yield from site_edits(file, site, tree, vocabulary, exhaustive)
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,7 +474,8 @@ def random_edit(file: str, all_sites: list[Site], tree: Any, vocabulary: dict[st
         if choice == "text":
             text = draw(st.one_of(st.sampled_from(sorted(vocabulary.get(site.field, ())) or [UNKNOWN]),
                                   st.text(max_size=12)))
-            return Edit(file, site, "text", text)
+            known = set(site.literal or ()) | set(vocabulary.get(site.field, ()))
+            return Edit(file, site, "value" if text in known else "unknown", text)
         base = value if type(value) in (int, float) else 0
         number = draw(st.one_of(
             near.map(lambda d: base + d if type(base) is int else base + d),
@@ -481,6 +484,7 @@ def random_edit(file: str, all_sites: list[Site], tree: Any, vocabulary: dict[st
             st.floats(allow_nan=False, allow_infinity=False, width=64),
             st.sampled_from([0, 1, -1, 2**53, 2**53 + 1, -(2**53), 0.5, 1.0, True, False, None]),
         ))
-        return Edit(file, site, "number", number)
+        op = "null" if number is None else "bool" if isinstance(number, bool) else "number"
+        return Edit(file, site, op, number)
 
     return draw_edit()

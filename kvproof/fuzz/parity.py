@@ -55,10 +55,23 @@ class KnownParity:
     reason: str
     #: A substring of the mismatch's detail that must occur (None: any).
     detail: str | None = None
+    #: A predicate over the mismatch (None: any).
+    when: Any = attrs.field(default=None, eq=False)
 
     def matches(self, mismatch: "Mismatch") -> bool:
         return (mismatch.rule == self.rule and mismatch.kind == self.kind
-                and (self.detail is None or self.detail in mismatch.detail))
+                and (self.detail is None or self.detail in mismatch.detail)
+                and (self.when is None or bool(self.when(mismatch))))
+
+
+def _non_int_scalar_changed(mismatch: "Mismatch") -> bool:
+    """The input sets some leaf to null, absent, a bool or a float (what SameScalar's symbolic branch
+    does not tell apart)."""
+    for change in mismatch.changed:
+        value = change.rsplit(" = ", 1)[-1]
+        if value in ("null", "(absent)", "true", "false") or (value[:1] in "-0123456789" and any(c in value for c in ".eE")):
+            return True
+    return False
 
 
 #: Parity differences under review (docs/fuzz-findings.md).
@@ -68,6 +81,12 @@ KNOWN_PARITY: tuple[KnownParity, ...] = (
     *(KnownParity(rule, "error", "F102", "SymInt.is_int (a property) shadows z3's ArithRef.is_int() method, which z3 "
                   "calls to coerce an Int leaf next to a Real", detail="'BoolRef' object is not callable")
       for rule in ("SU002", "SU003", "SU004")),
+    KnownParity("SC006", "error", "F104", "SameScalar(a concrete bool, a symbolic bool leaf) compares ValueOf's: 0 "
+                "for the bool, a z3 Bool for the leaf", detail="Boolean expression expected"),
+    *(KnownParity(rule, "mismatch", "F104", "SameScalar's symbolic branch compares presence, int-ness and ValueOf "
+                  "only: absent equals null, a bool equals a float, any two floats are equal",
+                  when=_non_int_scalar_changed)
+      for rule in ("SC006", "CK003", "PC005", "PC006", "PC008", "PC009")),
     KnownParity("BO007", "mismatch", "F103", "the symbolic body takes the non-block dimensions in reversed shape "
                 "order, the concrete body sorts them by stride"),
 )
@@ -93,7 +112,7 @@ class Mismatch:
     shape_ref: Any = attrs.field(default=None, repr=False)
 
     def key(self) -> tuple:
-        return (self.rule, self.kind, self.shape if self.kind in ("error", "binding") else "")
+        return (self.rule, self.kind, self.shape if self.kind in ("error", "binding") else "", self.known)
 
     def to_json(self) -> dict:
         return {"rule": self.rule, "kind": self.kind, "shape": self.shape, "subject": self.subject, "file": self.file,
@@ -671,11 +690,15 @@ class ParityReport:
                 "shape_seconds": round(self.shape_seconds, 2), "examples_per_second": round(self.rate, 1)}
 
 
-def _record(report: ParityReport, mismatch: Mismatch) -> None:
+def known_id(mismatch: Mismatch) -> str | None:
     for known in KNOWN_PARITY:
         if known.matches(mismatch):
-            mismatch.known = known.id
-            break
+            return known.id
+    return None
+
+
+def _record(report: ParityReport, mismatch: Mismatch) -> None:
+    mismatch.known = known_id(mismatch)
     key = mismatch.key()
     report.counts[str(key)] = report.counts.get(str(key), 0) + 1
     for index, existing in enumerate(report.mismatches):
@@ -765,13 +788,15 @@ def minimize(mismatch: Mismatch, rules_by_id: dict[str, Rule]) -> Mismatch:
     if shape is None or rule is None or not values or mismatch.kind in ("error",):
         return mismatch
     best = mismatch
+    target = known_id(mismatch)
     for index in sorted(values):
         trial = {k: v for k, v in values.items() if k != index}
-        found = [m for m in compare(shape, trial, [rule]).mismatches if m.rule == mismatch.rule and m.kind == mismatch.kind]
+        found = [m for m in compare(shape, trial, [rule]).mismatches
+                 if m.rule == mismatch.rule and m.kind == mismatch.kind and known_id(m) == target]
         if found:
             values = trial
             best = found[0]
-    best.known = mismatch.known
+    best.known = known_id(best)
     return best
 
 

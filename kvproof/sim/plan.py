@@ -345,6 +345,8 @@ def _plan(geometry: Geometry) -> Plan:
     # num_gpu_blocks_override sizes the pool.
     memory = geometry.available_memory_bytes if present(geometry.available_memory_bytes) else 0
     available = list(memory) if isinstance(memory, list) else [memory] * len(worker_layers)
+    if not any(worker_layers):  # an attention-free model is given no KV cache memory (core.py:318-320)
+        available = [0] * len(worker_layers)
 
     layout = resolve_kv_cache_layout(
         geometry.kv_cache_layout if present(geometry.kv_cache_layout) else None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from fractions import Fraction
 from math import gcd, prod
 from typing import Any, ClassVar
@@ -194,13 +195,16 @@ class AttentionSpec(KVCacheSpec):
             return self.num_head_slots
         return self.num_kv_heads
 
-    @property
+    # The page arithmetic only reads fields that are final after __post_init__; cached per object
+    # (cached_property writes the instance dict, so equality and hashing, which read fields, are
+    # unaffected).
+    @cached_property
     def state_content_size_bytes(self) -> int:  # 585-590
         return pages.attention_state_content_size_bytes(
             self.head_size, self.head_size_v, dtype_size(self.dtype), self.state_content_bytes
         )
 
-    @property
+    @cached_property
     def unpadded_page_size_bytes(self) -> int:  # 592-594
         return pages.attention_unpadded_page_size_bytes(
             self.num_heads, self.block_size, self.tokens_per_state, self.state_content_size_bytes
@@ -578,7 +582,7 @@ class MambaSpec(KVCacheSpec):
     tokens_per_state: int = -1
     tp_replicated: bool = False
 
-    @property
+    @cached_property
     def state_content_size_bytes(self) -> int:
         return pages.mamba_state_size_bytes(
             [prod(shape) * dtype_size(dtype) for shape, dtype in zip(self.shapes, self.dtypes)]

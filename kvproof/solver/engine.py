@@ -20,12 +20,14 @@ or the core holds no pin (then the core, rule IDs and axiom names only, is the p
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from typing import Any, Iterable
 
 import attrs
 import z3
 
+from ..models.codec import ABSENT
 from ..models.documents import Document
 from ..rules.core import Rule
 from .shapes import Shape, document_class
@@ -35,6 +37,21 @@ __all__ = ["Config", "Session", "Outcome", "strict_bool", "targets", "DEFAULT_PI
 
 #: Leaves every shape pins: values that select structure (``block_axis`` picks a dimension).
 DEFAULT_PINS = frozenset({"block_axis"})
+
+#: Fields with a small finite domain in practice (token and kernel block sizes, element sizes,
+#: tensor dimensions, head counts, parallel sizes): one factor of most products. A query that
+#: runs past its limits is asked again with these held at their template values.
+SMALL_DOMAIN = frozenset({
+    "block_size", "block_size_tokens", "kernel_block_size", "kernel_block_size_tokens", "kernel_block_sizes",
+    "element_size_bytes", "shape", "shapes", "num_kv_heads", "head_size", "head_size_v", "tokens_per_state",
+    "decode_context_parallel_size", "tensor_parallel_size", "pipeline_parallel_size", "block_axis",
+    "mamba_block_size", "hash_block_size", "scheduler_block_size", "num_speculative_blocks",
+})
+
+
+def _small_domain(spath: str) -> bool:
+    return spath.rsplit(".", 1)[-1] in SMALL_DOMAIN
+
 
 #: Directory name the symbolic documents pretend to live in (the checker bundles by directory).
 VIRTUAL_DIR = "witness"
@@ -243,6 +260,32 @@ class Session:
             self.build_seconds += time.perf_counter() - start
         return Encoded(terms=terms)
 
+    def evaluate(self, fn) -> Any:
+        """``fn(documents)`` as a z3 Bool, with the pinning protocol of rule bodies (a claim)."""
+        from . import symbolic
+
+        for _attempt in range(50):
+            if self.built_pins != self.pins:
+                self._build()
+            log: list = []
+            symbolic.ACCESS_LOG = log
+            try:
+                with strict_bool():
+                    return as_bool(fn(self.documents))
+            except SymbolicFlowError as exc:
+                spaths = self._spaths(exc) - self.built_pins
+                if not spaths:
+                    raise
+                self.pins |= spaths
+            except Exception:
+                fresh = [leaf.spath for leaf in reversed(log) if leaf.spath not in self.built_pins]
+                if not fresh:
+                    raise
+                self.pins.add(fresh[0])
+            finally:
+                symbolic.ACCESS_LOG = None
+        raise RuntimeError("too many pin rounds")
+
     def _spaths(self, exc: SymbolicFlowError) -> set[str]:
         if exc.leaf is not None:
             return {exc.leaf.spath}
@@ -442,9 +485,22 @@ class Session:
                 out.append(earlier.id)
         return out
 
-    def reach(self, rule: Rule, force: Iterable[str] = ()) -> Outcome:
+    def fingerprint(self, rule: Rule) -> tuple:
+        """The formula of ``reach(rule)`` as z3 term ids (equal ids: the same question)."""
+        index = self.order[rule.id]
+        out = []
+        for other in self.rules[: index + 1]:
+            encoded = self.encode(other)
+            if encoded.terms:
+                out.append((other.id, tuple(sorted(t.get_id() for t in encoded.terms))))
+            elif encoded.error:
+                out.append((other.id, encoded.error))
+        return tuple(out)
+
+    def reach(self, rule: Rule, force: Iterable[str] = (), free_first: bool = False) -> Outcome:
         """Some document of the shape passes every rule before ``rule`` and fails it. ``force``:
-        leaf names that keep their template value (no relaxing)."""
+        leaf names that keep their template value (no relaxing). ``free_first``: ask without the
+        soft pins first (cheaper when the answer is probably unsat)."""
         goal, early = self.goal(rule)
         if early is not None:
             return early
@@ -463,7 +519,7 @@ class Session:
                 literal = f"pin {name}"
                 if literal in self.pin_leaf:
                     solver.add(z3.Bool(literal))
-            return self._relax()
+            return self._solve(free_first)
         finally:
             solver.pop()
 
@@ -491,7 +547,7 @@ class Session:
                 if encoded.terms:
                     solver.assert_and_track(z3.And(*encoded.terms), other.id)
             solver.assert_and_track(goal, f"goal:{rule.id}")
-            return self._relax()
+            return self._solve()
         finally:
             solver.pop()
 
@@ -513,41 +569,94 @@ class Session:
                     if encoded.terms:
                         solver.assert_and_track(z3.And(*encoded.terms), rule.id)
             solver.assert_and_track(extra, label)
-            return self._relax()
+            return self._solve()
         finally:
             solver.pop()
 
-    def _relax(self) -> Outcome:
-        """Check with every soft pin assumed; release the pins of each unsat core until sat, or
-        until a core holds no pin (then that core, minimized, is the answer)."""
+    def _solve(self, free_first: bool = False) -> Outcome:
+        """Answer the question on the solver's current scope.
+
+        1. ``free_first`` (the rule was already unsat in a smaller shape): one short check without
+           pins; unsat ends it.
+        2. The relax loop from the template (:meth:`_relax`).
+        3. When that gives up (a nonlinear query past the time or resource limit), again with the
+           small-domain leaves (block sizes, kernel blocks, element sizes, dimensions: see
+           :data:`SMALL_DOMAIN`) held at their template values: products with one such factor
+           are linear. An unsat core then names those pins (``SHAPE:pin``): dead *with those
+           values*, which is what "within the shape bound" means for such a rule.
+        """
         solver = self.solver
-        names = set(self.pin_leaf)
-        active = list(self.pin_lits)
+        fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
+        if free_first:
+            for assumptions in ([], fixed) if fixed else ([],):
+                result = self._short_check(assumptions)
+                if result == z3.unsat:
+                    core = [c.decl().name() for c in solver.unsat_core()]
+                    return Outcome("unsat", core=self._label(self._minimal_core(assumptions, core)))
+                if result == z3.sat:
+                    break
+        outcome = self._relax()
+        if outcome.status != "unknown" or not fixed:
+            return outcome
+        second = self._relax(fixed)
+        if second.status == "unknown":
+            second.reason = second.reason or outcome.reason
+        return second
+
+    def _short_check(self, assumptions: list):
+        solver = self.solver
+        solver.set("timeout", max(1, int(min(self.config.timeout, 2.0) * 1000)))
+        try:
+            return solver.check(*assumptions)
+        finally:
+            solver.set("timeout", max(1, int(self.config.timeout * 1000)))
+
+    def _relax(self, fixed: list | None = None) -> Outcome:
+        """Check with every soft pin assumed; release the pins of each unsat core until sat, or
+        until a core holds no releasable pin (then that core, minimized, is the answer).
+        ``fixed`` pins are assumed throughout and never released."""
+        solver = self.solver
+        fixed = list(fixed or [])
+        fixed_names = {lit.decl().name() for lit in fixed}
+        names = set(self.pin_leaf) - fixed_names
+        active = [lit for lit in self.pin_lits if lit.decl().name() in names]
         released: list[str] = []
         reason = ""
         for _round in range(self.config.relax_rounds):
-            result = solver.check(*active)
+            result = solver.check(*fixed, *active)
             if result == z3.sat:
                 return Outcome("sat", model=solver.model(), released=released)
             if result == z3.unknown:
-                reason = solver.reason_unknown()
-                break
+                return Outcome("unknown", reason=solver.reason_unknown())
             core = [c.decl().name() for c in solver.unsat_core()]
             pinned = {c for c in core if c in names}
             if not pinned:
-                return Outcome("unsat", core=self._minimal_core(active, core), released=released)
+                return Outcome("unsat", core=self._label(self._minimal_core(fixed + active, core)), released=released)
             released += sorted(pinned)
             active = [lit for lit in active if lit.decl().name() not in pinned]
             if not active:
                 break
-        result = solver.check()
+        result = solver.check(*fixed)
         if result == z3.sat:
             model = solver.model()
             return Outcome("sat", model=model, released=sorted(n for n in names if not _agrees(model, self.pin_leaf[n])))
         if result == z3.unsat:
             core = [c.decl().name() for c in solver.unsat_core()]
-            return Outcome("unsat", core=self._minimal_core([], core), released=sorted(names))
+            return Outcome("unsat", core=self._label(self._minimal_core(fixed, core)), released=sorted(names))
         return Outcome("unknown", reason=solver.reason_unknown() or reason)
+
+    def _label(self, core: list[str]) -> list[str]:
+        """Core names for people: a held pin becomes ``SHAPE:pin <path> = <value>``."""
+        out = []
+        for name in core:
+            leaf = self.pin_leaf.get(name)
+            if leaf is None:
+                out.append(name)
+            else:
+                value = leaf.template
+                shown = "absent" if value is ABSENT else json.dumps(value)
+                out.append(f"SHAPE:pin {leaf.name} = {shown}")
+        return out
 
     def _minimal_core(self, assumptions: list, fallback: list[str]) -> list[str]:
         """The unsat core again, minimized by z3 (names of tracked assertions)."""

@@ -156,11 +156,19 @@ class Prover:
         unknown: list[str] = []
         errors: list[str] = []
         tried = 0
+        seen: set[tuple] = set()
         for shape in self.candidates(rule):
             tried += 1
             is_base = shape.parent is None
             session = self.session(shape, keep=is_base)
-            outcome = session.reach(rule)
+            goal, early = session.goal(rule)
+            if early is not None and early.status in ("trivial", "vacuous"):
+                continue
+            fingerprint = session.fingerprint(rule)
+            if fingerprint in seen:
+                continue  # the same formula as a shape already answered unsat
+            seen.add(fingerprint)
+            outcome = session.reach(rule, free_first=bool(cores))
             if outcome.status == "sat":
                 self._witness(rule, session, outcome, result)
                 if result.verdict == "mismatch":

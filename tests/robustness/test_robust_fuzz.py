@@ -123,7 +123,10 @@ def path_into(draw, tree) -> list:
     time in eight, earlier (edits near the root mostly make an unrecognised document)."""
     path, node = [], tree
     while isinstance(node, (dict, list)) and node and (not path or draw(st.integers(0, 7)) > 0):
-        key = draw(st.sampled_from(list(node))) if isinstance(node, dict) else draw(st.integers(0, len(node) - 1))
+        keys = list(node) if isinstance(node, dict) else None
+        if not path and keys and draw(st.integers(0, 7)) > 0:  # mostly leave the kind markers alone
+            keys = [k for k in keys if k not in ("schema_version", "kind")] or keys
+        key = draw(st.sampled_from(keys)) if keys is not None else draw(st.integers(0, len(node) - 1))
         path.append(key)
         node = node[key]
     return path
@@ -135,14 +138,37 @@ def _at(tree, path):
     return tree
 
 
+STRINGS = sorted({"attention", "state", "convolution", "worker", "scheduler", "MambaSpec", "FullAttentionSpec",
+                  "SlidingWindowSpec", "MLAAttentionSpec", "CircularBufferSpec", "UniformTypeKVCacheSpecs", "align",
+                  "none", "all", "0.32.0", "0.33.0", "storage-0", "storage-1", "model.layers.0.linear_attn",
+                  "model.layers.0.self_attn.attn", "bfloat16", "BLHNC", "LBHNC", "kv", "conv", "ssm", ""})
+
+
+def tweaked(value):
+    """Another value of the same JSON type (a bool stays a bool, an int an int, ...)."""
+    if isinstance(value, bool):
+        return st.just(not value)
+    if isinstance(value, int):
+        near = [value + 1, value - 1, value * 2, value // 2, 0, 1, 2, 3, 16, 2**53, 2**32, -value]
+        return st.sampled_from(near) | st.integers(min_value=-1, max_value=2**20)
+    if isinstance(value, float):
+        return st.sampled_from([0.0, 0.5, 1.0, 1.5, value * 2, value / 2, -value]) | st.floats(0, 1e6)
+    if isinstance(value, str):
+        return st.sampled_from(STRINGS) | st.text(max_size=6)
+    return st.none() | st.booleans() | st.integers(-1, 64)
+
+
 @st.composite
 def mutate_tree(draw, tree) -> Any:
     """One structural edit of ``tree`` (in place; returns the possibly new root)."""
     path = draw(path_into(tree))
     node = _at(tree, path)
-    kind = draw(st.sampled_from(["swap", "delete", "insert", "list", "move"]))
+    kind = draw(st.sampled_from(["tweak", "tweak", "tweak", "swap", "delete", "insert", "list", "move"]))
     note(f"{kind} at {path}")
-    if kind == "swap" or not isinstance(node, (dict, list)):
+    if kind == "tweak" and not isinstance(node, (dict, list)) and path:
+        # Same type, another value: loads, so the edit reaches the rules.
+        _at(tree, path[:-1])[path[-1]] = draw(tweaked(node))
+    elif kind in ("swap", "tweak") or not isinstance(node, (dict, list)):
         value = copy.deepcopy(draw(st.sampled_from(TYPE_SWAPS) | json_values))  # later edits must not reach TYPE_SWAPS
         if not path:
             return value
@@ -173,7 +199,7 @@ def mutate_tree(draw, tree) -> Any:
 @st.composite
 def damage_text(draw, text: str) -> str | bytes:
     """Text-level damage: truncation, a stray byte, a duplicated key, a non-finite literal."""
-    action = draw(st.sampled_from(["none"] * 6 + ["truncate", "byte", "duplicate", "nan", "bom"]))
+    action = draw(st.sampled_from(["none"] * 15 + ["truncate", "byte", "duplicate", "nan", "bom"]))
     if action == "truncate":
         return text[: draw(st.integers(0, len(text)))]
     if action == "byte":

@@ -56,3 +56,11 @@ def test_simulate_imports_neither_z3_nor_torch_nor_vllm() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_text_output_with_views(capsys) -> None:
+    assert run(str(GEOMETRIES / "glm-like-packed.json")) == 0
+    out = capsys.readouterr().out
+    assert "Worker views (7 attention groups on a small pool):" in out
+    assert "kernel block 128, kernel_block_stride 1768" in out
+    assert "UniformTypeKVCacheSpecs" in out

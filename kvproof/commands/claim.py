@@ -1,0 +1,85 @@
+"""``kvproof claim``: prove an invariant over accepted documents or print a counterexample."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_REFUTED, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
+
+
+def run(
+    expression: str | None,
+    kind: str | None = None,
+    claims_file: str | None = None,
+    all_claims: bool = False,
+    max_shape: str | None = None,
+    timeout: float = 10.0,
+    fmt: str = "text",
+    counterexample_dir: str | None = None,
+) -> int:
+    from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
+    from ..solver.engine import Config
+    from ..solver.prove import Prover
+    from ..solver.shapes import Bound
+
+    if sum(bool(x) for x in (expression, claims_file, all_claims)) != 1:
+        sys.stderr.write("kvproof claim: give one of EXPRESSION, --claims FILE or --all\n")
+        return EXIT_USAGE
+    try:
+        bound = Bound.parse(max_shape)
+    except ValueError as exc:
+        sys.stderr.write(f"kvproof claim: {exc}\n")
+        return EXIT_USAGE
+    try:
+        if expression:
+            claims = [expression_claim(expression, kind or "profile")]
+        elif claims_file:
+            claims = load_claims_file(claims_file)
+        else:
+            claims = shipped_claims()
+    except (SyntaxError, OSError, ValueError) as exc:
+        sys.stderr.write(f"kvproof claim: {exc}\n")
+        return EXIT_USAGE
+    if kind and not expression:
+        claims = [c for c in claims if c.kind == kind]
+    prover = Prover(bound=bound, config=Config(timeout=timeout))
+    results = []
+    for target in claims:
+        result = prove_claim(target, prover)
+        if result.documents and counterexample_dir:
+            result.counterexample = _write(Path(counterexample_dir), result)
+        results.append(result)
+        if fmt == "text":
+            line = f"{result.claim}  {result.verdict:<8} (expect {result.expect})  {result.seconds:6.2f}s  {result.text}"
+            sys.stdout.write(line + "\n")
+            if result.verdict == "refuted":
+                where = result.counterexample or "(pass --counterexample-dir to keep it)"
+                sys.stdout.write(f"       counterexample ({result.shape}): {where}\n")
+                if not result.counterexample:
+                    for file, text in result.documents:
+                        sys.stdout.write(f"       --- {file}\n")
+                        sys.stdout.write("".join(f"       {line}\n" for line in text.splitlines()))
+            elif result.verdict != "holds":
+                sys.stdout.write(f"       {result.reason}\n")
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"claims": [r.to_json() for r in results]}, indent=2) + "\n")
+    if any(r.contrary for r in results):
+        return EXIT_REFUTED
+    if any(r.verdict == "unknown" for r in results):
+        return EXIT_UNKNOWN
+    return EXIT_OK
+
+
+def _write(directory: Path, result) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    if len(result.documents) == 1:
+        path = directory / f"{result.claim}.json"
+        path.write_text(result.documents[0][1], encoding="utf-8")
+        return str(path)
+    folder = directory / result.claim
+    folder.mkdir(exist_ok=True)
+    for file, text in result.documents:
+        (folder / file).write_text(text, encoding="utf-8")
+    return str(folder)

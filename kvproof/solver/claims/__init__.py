@@ -1,0 +1,253 @@
+"""Claims: invariants stated over the documents every rule accepts, proved or refuted by z3.
+
+A claim is a function over a document (or a bundle of documents) written with the
+:mod:`kvproof.logic` helpers, like a rule body, that returns whether the invariant holds. The
+solver asks, shape by shape, for a document that passes every rule and violates the claim:
+
+* none in any shape of the bound: the claim **holds** within the bound;
+* one: the claim is **refuted**, and the counterexample (loaded strictly, accepted by the
+  concrete checker, and violating the claim when the claim is evaluated on the loaded objects) is
+  written as JSON documents;
+* a timeout or resource limit: **unknown**.
+
+Shipped claims live in this package (``profile.py``, ``records.py``); a claims file is any Python
+file that declares more with :func:`claim`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import time
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import attrs
+
+__all__ = ["Claim", "claim", "shipped_claims", "load_claims_file", "expression_claim", "ClaimResult", "prove_claim"]
+
+
+@attrs.frozen
+class Claim:
+    id: str
+    text: str
+    kind: Literal["profile", "worker", "scheduler", "bundle"]
+    formula: Callable[[Any], Any]
+    #: "holds", or "refuted" for a known gap (with ``reason``); a contrary result fails the run.
+    expect: str = "holds"
+    reason: str | None = None
+
+    def apply(self, documents: tuple) -> Any:
+        """The formula on a document set: the first document of the claim's kind, or the bundle."""
+        if self.kind == "bundle":
+            from ...rules.check import bundles
+
+            groups = bundles(documents)
+            return self.formula(groups[0])
+        for document in documents:
+            if document.kind == self.kind:
+                return self.formula(document.obj)
+        raise ValueError(f"no {self.kind} document")
+
+
+_DECLARED: dict[str, Claim] = {}
+
+
+def claim(*, id: str, text: str, kind: str, expect: str = "holds", reason: str | None = None):
+    """Declare a claim; the decorated function is its formula."""
+
+    def wrap(formula: Callable[[Any], Any]) -> Claim:
+        declared = Claim(id, text, kind, formula, expect, reason)  # type: ignore[arg-type]
+        _DECLARED[id] = declared
+        return declared
+
+    return wrap
+
+
+def shipped_claims() -> list[Claim]:
+    from . import profile, records  # noqa: F401 - importing declares the claims
+
+    return [c for c in _DECLARED.values() if c.formula.__module__.startswith(__name__)]
+
+
+def load_claims_file(path: str | Path) -> list[Claim]:
+    """Every claim a Python file declares (``from kvproof.solver.claims import claim``)."""
+    path = Path(path)
+    before = set(_DECLARED)
+    spec = importlib.util.spec_from_file_location(f"kvproof_claims_{abs(hash(str(path)))}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load claims from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [_DECLARED[name] for name in _DECLARED if name not in before]
+
+
+def namespace() -> dict[str, Any]:
+    """What a claim expression sees: the logic helpers, ``All``/``Any``, ``sim``, ``ABSENT``."""
+    from ... import logic
+    from ...models.codec import ABSENT
+
+    names: dict[str, Any] = {name: getattr(logic, name) for name in logic.__all__ if name != "z3"}
+    names["All"] = lambda items: logic.And(*list(items))
+    names["Any"] = lambda items: logic.Or(*list(items))
+    names["ABSENT"] = ABSENT
+    names["sim"] = importlib.import_module("kvproof.sim")
+    for module in ("demand", "concurrency", "pages"):
+        try:
+            names[module] = importlib.import_module(f"kvproof.sim.{module}")
+        except ImportError:  # pragma: no cover - the simulator is optional here
+            pass
+    names.update({"len": len, "range": range, "zip": zip, "enumerate": enumerate, "min": min, "max": max,
+                  "list": list, "sum": logic.Sum})
+    return names
+
+
+def expression_claim(expression: str, kind: str) -> Claim:
+    """A claim from a Python expression over ``doc`` (or ``bundle``)."""
+    code = compile(expression, "<claim>", "eval")
+    names = namespace()
+
+    def formula(document: Any) -> Any:
+        scope = dict(names)
+        scope["doc"] = document
+        scope["bundle"] = document
+        return eval(code, {"__builtins__": {}}, scope)  # noqa: S307 - the user's own expression, run locally
+
+    return Claim("EXPR", expression, kind, formula)  # type: ignore[arg-type]
+
+
+@attrs.define
+class ClaimResult:
+    claim: str
+    text: str
+    verdict: str  # holds | refuted | unknown | mismatch | error
+    expect: str = "holds"
+    seconds: float = 0.0
+    shapes: int = 0
+    core: list[str] = attrs.field(factory=list)
+    shape: str | None = None
+    reason: str = ""
+    documents: list[tuple[str, str]] = attrs.field(factory=list)
+    counterexample: str | None = None
+
+    @property
+    def contrary(self) -> bool:
+        if self.verdict in ("mismatch", "error"):
+            return True
+        return self.verdict in ("holds", "refuted") and self.verdict != self.expect
+
+    def to_json(self) -> dict:
+        return {"claim": self.claim, "text": self.text, "verdict": self.verdict, "expect": self.expect,
+                "seconds": round(self.seconds, 3), "shapes": self.shapes, "core": self.core, "shape": self.shape,
+                "reason": self.reason, "counterexample": self.counterexample}
+
+
+def prove_claim(target: Claim, prover) -> ClaimResult:
+    """Search every base shape of the claim's kind for an accepted document that violates it."""
+    import z3
+
+    from ..symbolic import collect_consts
+
+    start = time.perf_counter()
+    result = ClaimResult(target.id, target.text, "holds", target.expect)
+    cores: list[str] = []
+    unknown: list[str] = []
+    for shape in prover.bases(target.kind):
+        result.shapes += 1
+        session = prover.session(shape)
+        try:
+            term = session.evaluate(target.apply)
+        except Exception as exc:  # noqa: BLE001 - a claim the solver cannot evaluate is reported
+            result.verdict = "error"
+            result.reason = f"the claim cannot be evaluated on symbolic documents: {type(exc).__name__}: {exc}"
+            break
+        if z3.is_true(z3.simplify(term)):
+            continue
+        force: set[str] = set()
+        outcome = session.check(z3.Not(term), label=f"not:{target.id}")
+        for _round in range(3):
+            if outcome.status != "sat":
+                break
+            documents = [(file, _dumps(tree)) for _, file, tree in session.trees(outcome.model)]
+            verdict, reason, refusing = validate(target, documents)
+            if verdict == "refuted":
+                result.verdict, result.reason, result.documents, result.shape = verdict, reason, documents, shape.name
+                break
+            result.verdict, result.reason = "mismatch", reason
+            if refusing is None or refusing not in session.order:
+                break
+            rule = next(r for r in prover.rules if r.id == refusing)
+            names = collect_consts(session.encode(rule).terms or [])
+            force |= {leaf.name for leaf in session.active if any(n in names for n in leaf.var_names)}
+            outcome = _check_forced(session, z3.Not(term), target.id, force)
+        if result.verdict in ("refuted", "mismatch"):
+            break
+        if outcome.status == "unsat":
+            cores += [c for c in outcome.core if not c.startswith("not:")]
+        elif outcome.status == "unknown":
+            unknown.append(f"{shape.name}: {outcome.reason}")
+    if result.verdict == "holds":
+        if unknown:
+            result.verdict, result.reason = "unknown", unknown[0]
+        else:
+            result.core = sorted(set(cores))
+            result.reason = f"no accepted document violates it within {prover.bound.label()} ({result.shapes} shapes)"
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _check_forced(session, extra, claim_id: str, force: set[str]):
+    import z3
+
+    from ..engine import Outcome
+
+    session.encode_all()
+    session.ensure_solver()
+    session.sync([extra] + [t for e in session.encoded.values() if e.terms for t in e.terms])
+    session.close_prefix()
+    solver = session.solver
+    solver.push()
+    try:
+        for rule in session.rules:
+            encoded = session.encoded[rule.id]
+            if encoded.terms:
+                solver.assert_and_track(z3.And(*encoded.terms), rule.id)
+        solver.assert_and_track(extra, f"not:{claim_id}")
+        for name in force:
+            if f"pin {name}" in session.pin_leaf:
+                solver.add(z3.Bool(f"pin {name}"))
+        return session._relax()
+    except Exception as exc:  # noqa: BLE001
+        return Outcome("unknown", reason=str(exc))
+    finally:
+        solver.pop()
+
+
+def _dumps(tree: Any) -> str:
+    from ...models.codec import dumps
+
+    return dumps(tree)
+
+
+def validate(target: Claim, documents: list[tuple[str, str]]) -> tuple[str, str, str | None]:
+    """("refuted", text, None) when the documents load, every rule accepts them and the claim is
+    false on the loaded objects; ("mismatch", why, first refusing rule or None) otherwise."""
+    from ...diagnostics import InputError
+    from ...logic import concrete_bool
+    from ...models.documents import load_bytes
+    from ...rules.check import check
+
+    loaded = []
+    for file, text in documents:
+        try:
+            loaded.append(load_bytes(text.encode("utf-8"), file=f"counterexample/{file}"))
+        except InputError as exc:
+            first = exc.diagnostics[0]
+            return "mismatch", f"the counterexample does not load: {first.rule} {first.path}: {first.message}", None
+    diagnostics = check(loaded)
+    if diagnostics:
+        first = diagnostics[0]
+        return "mismatch", f"the checker refuses the counterexample with {first.rule} ({first.path})", first.rule
+    if concrete_bool(target.apply(tuple(loaded))):
+        return "mismatch", "the claim holds on the loaded counterexample (symbolic and concrete semantics differ)", None
+    return "refuted", "an accepted document violates the claim", None
