@@ -67,3 +67,26 @@ def test_synth_bad_geometry_exits_2(tmp_path, capsys) -> None:
     bad = tmp_path / "g.json"
     bad.write_text('{"layers": [], "unknown": 1}')
     assert main(["synth", str(bad), "-o", str(tmp_path / "out")]) == 2
+
+
+def test_every_synthesized_record_of_a_generated_geometry_is_accepted() -> None:
+    """Property: whatever vLLM-valid geometry the strategies generate, the records vLLM would
+    write for it pass every rule (vLLM refusals are skipped: vLLM writes no records then)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from kvproof.fuzz.strategies import geometries
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.data())
+    def run(data) -> None:
+        document = data.draw(geometries())
+        try:
+            synthesized = synthesize(load_geometry(json.dumps(document)))
+        except Refusal:
+            return
+        records = [load_bytes(dumps(unstructure(rec)), f"synth/{name}") for name, rec in synthesized.files()]
+        diagnostics = check(records)
+        assert diagnostics == [], (json.dumps(document), [d.render() for d in diagnostics[:5]])
+
+    run()

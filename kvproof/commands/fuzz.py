@@ -274,12 +274,19 @@ def render_text(run: FuzzRun) -> str:
         from ..rules.registry import all_rules
 
         lines.append(f"  differences: {s['mismatches']} unexplained, {s['known']} known (docs/fuzz-findings.md)")
+        known: dict[tuple, list] = {}
         for mismatch in p.mismatches:
-            tag = f"known {mismatch.known}" if mismatch.known else "FAIL"
+            if mismatch.known:
+                known.setdefault((mismatch.known, mismatch.rule, mismatch.kind), []).append(mismatch)
+                continue
             where = f" {mismatch.subject}" if mismatch.subject else ""
-            lines.append(f"    [{tag}] {mismatch.rule} {mismatch.kind}{where} ({mismatch.shape}): {mismatch.detail}")
+            lines.append(f"    [FAIL] {mismatch.rule} {mismatch.kind}{where} ({mismatch.shape}): {mismatch.detail}")
             if mismatch.changed:
                 lines.append(f"        input: {', '.join(mismatch.changed)}")
+        for (finding, rule, kind), found in sorted(known.items()):
+            first = found[0]
+            lines.append(f"    [known {finding}] {rule} {kind} on {len(found)} shape(s), e.g. {first.shape}: {first.detail}"
+                         + (f"; input: {', '.join(first.changed)}" if first.changed else ""))
         lines.append(f"  rules never compared: {', '.join(p.never_compared(all_rules())) or 'none'}")
     a = run.ablation
     if a is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import attrs
 
@@ -86,9 +86,10 @@ def default_fixtures() -> Path | None:
     return path if path.is_dir() else None
 
 
-def fixture_corpus(root: Path | None, rules: list[Rule] | None = None) -> list[CorpusItem]:
-    """Every refused fixture case under ``root`` (``<ID>/<case>.json`` and ``<ID>/<case>/``),
-    with the rules (default: the registry) that refuse it."""
+def fixture_corpus(root: Path | None, rules: list[Rule] | None = None,
+                   ids: Iterable[str] | None = None) -> list[CorpusItem]:
+    """Every refused fixture case under ``root`` (``<ID>/<case>.json`` and ``<ID>/<case>/``; only
+    the folders ``ids`` when given), with the rules (default: the registry) that refuse it."""
     from ..diagnostics import InputError
     from ..rules.check import check
 
@@ -98,8 +99,9 @@ def fixture_corpus(root: Path | None, rules: list[Rule] | None = None) -> list[C
     out = []
     cases = sorted(root.glob("[A-Z][A-Z][0-9][0-9][0-9]/*.json")) + sorted(
         p for p in root.glob("[A-Z][A-Z][0-9][0-9][0-9]/*") if p.is_dir())
+    wanted = set(ids) if ids is not None else None
     for case in cases:
-        if case.name.startswith("good_"):
+        if case.name.startswith("good_") or (wanted is not None and case.parent.name not in wanted):
             continue
 
         def build(case: Path = case) -> list[Document]:

@@ -29,10 +29,10 @@ import attrs
 
 from ..diagnostics import InputError
 from ..models.codec import dumps
-from ..models.documents import Document, detect_kind, load_tree
-from .explained import KNOWN_GAPS, Explanation, explain
+from ..models.documents import Document, load_tree
+from .explained import KNOWN_GAPS, explain
 from .mutate import Edit, document_class, edits, random_edit, sites, vocabulary_from
-from .reads import ReadLog, model_fields, trace_check
+from .reads import ReadLog, trace_check
 
 __all__ = [
     "InputDocument", "RecordSet", "Outcome", "MutationReport", "collect_inputs", "run_mutation",
@@ -464,7 +464,7 @@ def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]]
 _POOL_SETS: dict[str, RecordSet] = {}
 
 #: Accepted mutants traced per field that no rule read in the accepted sets.
-TRACES_PER_FIELD = 3
+TRACES_PER_FIELD = 1
 
 
 def _run_task(task: tuple) -> tuple:

@@ -277,8 +277,9 @@ KNOWN_SYNTH_REFUSALS: tuple[tuple[str, frozenset[str], Callable[[Any], bool], st
     ("F015", frozenset({"SC006"}), lambda plan: len(getattr(plan, "workers", ()) or ()) > 1,
      "with pipeline parallelism the scheduler's groups hold every stage's layers, each worker's only its own"),
     ("F016", frozenset({"BO003", "BO004", "BO005", "BO006", "BO008", "BO009", "VC004"}),
-     lambda plan: getattr(plan, "layout", None) == "LHBNC",
-     "in the LHBNC layout a block's page is one chunk per head, block_stride apart from the next block's chunk"),
+     lambda plan: getattr(plan, "layout", None) in ("LHBNC", "BHLNC"),
+     "in a layout with the heads outside the layers or blocks (LHBNC, BHLNC) a layer's page of one block is one "
+     "chunk per head, not one contiguous range"),
 )
 
 

@@ -381,11 +381,6 @@ def template_value(leaf) -> tuple[Any, Any]:
     return sym.STR_T, value
 
 
-def _scalar_for(leaf, tag, value) -> Any:
-    """The concrete value of a leaf (an int for a float field stays an int: the loader keeps it)."""
-    return value
-
-
 # --------------------------------------------------------------------------------------------
 # One input
 

@@ -66,7 +66,12 @@ def load_tree(tree: Any, file: str | None = None, kind: str | None = None) -> Do
 
 
 def load_bytes(data: bytes | str, file: str | None = None, kind: str | None = None) -> Document:
-    return load_tree(parse_json(data, file), file, kind)
+    try:
+        return load_tree(parse_json(data, file), file, kind)
+    except MemoryError:
+        # One document too big to hold (for example a geometry whose layer range expands to
+        # billions of layers) is that file's bad input; the other files are still checked.
+        raise InputError([Diagnostic(LOAD_SYNTAX, "$", "document needs more memory than is available to load it", file)]) from None
 
 
 def read_document(path: str | Path) -> bytes:

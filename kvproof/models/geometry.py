@@ -441,17 +441,17 @@ class Geometry:
 
     layers: list[LayerEntry]
     max_model_len: PositiveInt
-    available_memory_bytes: MemoryBytes = ABSENT  # required unless num_gpu_blocks_override is set
+    available_memory_bytes: MemoryBytes | None = ABSENT  # required unless num_gpu_blocks_override is set
     name: str = ABSENT
     layer_order: Literal["by_index", "as_listed"] = ABSENT
-    block_size: PositiveInt = ABSENT
+    block_size: PositiveInt | None = ABSENT
     original_max_model_len: SignedInt = ABSENT  # -1 = auto-fit max_model_len
-    workers: list[list[str]] = ABSENT
+    workers: list[list[str]] | None = ABSENT
     enable_prefix_caching: bool = ABSENT
-    mamba_cache_mode: Literal["none", "align"] = ABSENT
+    mamba_cache_mode: Literal["none", "align"] | None = ABSENT
     mamba_block_size: PositiveInt | None = ABSENT
     mamba_page_size_padded: PositiveInt | None = ABSENT
-    num_speculative_tokens: int = ABSENT
+    num_speculative_tokens: int | None = ABSENT
     use_replayssm: bool = ABSENT
     speculative: Speculative | None = ABSENT
     prefix_match_unit: PositiveInt | None = ABSENT
@@ -462,9 +462,9 @@ class Geometry:
     max_num_seqs: PositiveInt | None = ABSENT
     dcp: PositiveInt = ABSENT
     tp: PositiveInt = ABSENT
-    disable_hybrid_kv_cache_manager: bool | None = ABSENT
+    disable_hybrid_kv_cache_manager: bool = ABSENT
     kv_cache_layout: LayoutName | None = ABSENT
-    supported_kv_cache_layouts: SupportedLayouts = ABSENT
+    supported_kv_cache_layouts: SupportedLayouts | None = ABSENT
     platform_alignment: PlatformAlignment | None = ABSENT
     views: Views | None = ABSENT
     simulate: Simulate | None = ABSENT
@@ -522,6 +522,8 @@ def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnost
         for field in REQUIRED_FIELDS[entry.spec]:
             if field not in given:
                 add(f"{base}.{field}", f"required key is missing ({entry.spec} has no default for {field!r})")
+            elif given[field] is None:
+                add(f"{base}.{field}", f"{entry.spec}.{field} cannot be null")
         naming = [key for key in ("range", "indices", "index") if present(getattr(entry, key))]
         if len(naming) > 1:
             add(f"{base}.{naming[1]}", f"give only one of range, indices, index (got {', '.join(naming)})")

@@ -78,12 +78,16 @@ def layer_placed_once(grouped, allocations, views):
 
 @binding("worker")
 def tensors_with_pages(record):
-    """Every tensor allocation with the pages of its layers and the pool's block count."""
+    """Every tensor allocation with its layers' runs per block (a page, or an LHBNC page's head
+    chunks), their footprints, and the pool's block count."""
     layer_places = places(record)
+    num_blocks = record.cache.num_blocks
     for index, tensor in enumerate(record.cache.tensor_allocations):
-        pages = [layer_places[name].page for name in tensor.layers if name in layer_places]
-        if pages:
-            yield Instance(f"$.cache.tensor_allocations[{index}]", (tensor, pages, record.cache.num_blocks),
+        placed = [layer_places[name] for name in tensor.layers if name in layer_places]
+        if placed:
+            runs = [length for place in placed for _, length in place.chunks(num_blocks)]
+            footprints = [place.footprint(num_blocks) for place in placed]
+            yield Instance(f"$.cache.tensor_allocations[{index}]", (tensor, runs, footprints, num_blocks),
                            {"layers": ", ".join(tensor.layers)})
 
 
@@ -95,14 +99,16 @@ def tensors_with_pages(record):
     after=("BO001", "BO002"),
     source=_PLACEMENT + "; vllm/v1/core/kv_cache_planning.py:574-605 (bytes per block covers every page)",
 )
-def page_fits_block_stride(tensor, pages, num_blocks):
-    """One block of a layer is a page; consecutive blocks are a block stride apart."""
-    return Max(*pages) <= tensor.block_stride
+def page_fits_block_stride(tensor, runs, footprints, num_blocks):
+    """One block of a layer is a page (an LHBNC page: one chunk per head); consecutive blocks are a
+    block stride apart."""
+    return Max(*runs) <= tensor.block_stride
 
 
-def region_end(tensor, pages, num_blocks):
+def region_end(tensor, footprints, num_blocks):
     """One past the last byte of the tensor's last layer's page of the last block."""
-    return tensor.offset + (len(tensor.layers) - 1) * tensor.layer_stride + (num_blocks - 1) * tensor.block_stride + Max(*pages)
+    return (tensor.offset + (len(tensor.layers) - 1) * tensor.layer_stride + (num_blocks - 1) * tensor.block_stride
+            + Max(*footprints))
 
 
 @rule(
@@ -112,10 +118,11 @@ def region_end(tensor, pages, num_blocks):
     after=("BO001", "BO002", "BO003"),
     source=_PLACEMENT,
 )
-def region_inside_storage(tensor, pages, num_blocks):
+def region_inside_storage(tensor, runs, footprints, num_blocks):
     """``offset + (len(layers) - 1) * layer_stride + (num_blocks - 1) * block_stride + page <=
-    size``, the page being the largest page of the tensor's layers."""
-    return And(num_blocks > 0, region_end(tensor, pages, num_blocks) <= tensor.size)
+    size``, the page being the largest page of the tensor's layers (an LHBNC page: up to the end
+    of its last head chunk)."""
+    return And(num_blocks > 0, region_end(tensor, footprints, num_blocks) <= tensor.size)
 
 
 @binding("worker")
@@ -124,8 +131,8 @@ def tensor_pairs(record):
     with_pages = list(tensors_with_pages(record))
     for i, first in enumerate(with_pages):
         for second in with_pages[i + 1:]:
-            yield Instance(first.subject, (*first.args[:2], *second.args), {"layers": first.names["layers"],
-                                                                            "other": second.names["layers"]})
+            yield Instance(first.subject, (first.args[0], first.args[2], second.args[0], second.args[2], first.args[3]),
+                           {"layers": first.names["layers"], "other": second.names["layers"]})
 
 
 @rule(
@@ -136,10 +143,10 @@ def tensor_pairs(record):
     after=("BO001", "BO002", "BO003", "BO004"),
     source=_PLACEMENT + " (tensors of one placement share the block stride)",
 )
-def intersecting_tensors_share_stride(tensor, pages, other, other_pages, num_blocks):
+def intersecting_tensors_share_stride(tensor, footprints, other, other_footprints, num_blocks):
     """Two tensors whose byte regions intersect use one block stride."""
-    start, end = tensor.offset, region_end(tensor, pages, num_blocks)
-    other_start, other_end = other.offset, region_end(other, other_pages, num_blocks)
+    start, end = tensor.offset, region_end(tensor, footprints, num_blocks)
+    other_start, other_end = other.offset, region_end(other, other_footprints, num_blocks)
     return Implies(And(start < other_end, other_start < end), tensor.block_stride == other.block_stride)
 
 
@@ -151,11 +158,14 @@ class _Page:
 
 
 def _pages(record) -> list[_Page]:
+    """Every run of bytes one block of a layer owns (one page, or one chunk per LHBNC head)."""
     out = []
+    num_blocks = record.cache.num_blocks
     for name, place in places(record).items():
         if place.tensor is not None:
-            out.append(_Page(name, place.group_index, place.page_start, place.page, place.tensor.block_stride,
-                             f"$.cache.tensor_allocations[{place.tensor_index}]"))
+            for offset, length in place.chunks(num_blocks):
+                out.append(_Page(name, place.group_index, place.page_start + offset, length, place.tensor.block_stride,
+                                 f"$.cache.tensor_allocations[{place.tensor_index}]"))
     return out
 
 
@@ -293,7 +303,8 @@ def view_inside_page(view, place, num_blocks):
     """A view lies in its layer's page: it starts in the page of block 0 of its tensor, and one
     manager block of it ends inside that page."""
     offset = view.storage_offset_bytes - place.page_start
-    return And(view.storage_id == place.tensor.storage_id, offset >= 0, offset + view_extent(view, place) <= place.page)
+    return And(view.storage_id == place.tensor.storage_id, offset >= 0,
+               offset + view_extent(view, place) <= place.footprint(num_blocks))
 
 
 @rule(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 
+from ..logic import div, is_symbolic
 from ..models.codec import ABSENT
 from .core import Instance, binding, child
 
@@ -21,7 +22,7 @@ class LayerPlace:
     """Where a layer lives: its group, its spec (or None), its page, its tensor and position."""
 
     __slots__ = ("name", "group_index", "group", "spec", "page", "block_size", "tensor_index", "tensor", "position",
-                 "path")
+                 "path", "head_outer")
 
     def __init__(self, name, group_index, group, spec, page, block_size):
         self.name, self.group_index, self.group, self.spec = name, group_index, group, spec
@@ -29,11 +30,39 @@ class LayerPlace:
         self.tensor_index = self.tensor = self.position = None
         #: JSON path of the layer's view list
         self.path = child("$.cache.layer_tensors", name)
+        #: None for block-compact layouts, else the head-split layout's name
+        self.head_outer = None
 
     @property
     def page_start(self):
         """Byte offset of the layer's page of block 0 in the backing storage."""
         return self.tensor.offset + self.position * self.tensor.layer_stride
+
+    # A block-compact layout (LBNHC, LBHNC, BLNHC, BLHNC) stores a block's page as one run of
+    # bytes. LHBNC and BHLNC put the heads outside the layer's (layer, block) cell: a block's page
+    # is one chunk per head, ``num_blocks * block_stride`` apart in LHBNC and ``len(layers) *
+    # layer_stride`` apart in BHLNC (vLLM allows them only for uniform, unpadded pages:
+    # kv_cache_planning.py:608-639, 706-712; kv_cache_interface.py:379-415).
+
+    def chunks(self, num_blocks) -> list:
+        """``(offset from the page start, length)`` of the runs one block of the layer owns."""
+        if self.head_outer is None:
+            return [(0, self.page)]
+        if self.head_outer == "LHBNC":
+            length, head_stride = self.tensor.block_stride, num_blocks * self.tensor.block_stride
+        else:  # BHLNC
+            length, head_stride = self.tensor.layer_stride, len(self.tensor.layers) * self.tensor.layer_stride
+        heads = div(self.page, length)
+        if is_symbolic(heads):
+            raise TypeError("a head-split page's head count must be pinned in a symbolic document's shape")
+        return [(h * head_stride, length) for h in range(max(heads, 1))]
+
+    def footprint(self, num_blocks):
+        """Bytes from the page start to the end of the last run one block of the layer owns."""
+        if self.head_outer is None:
+            return self.page
+        last, length = self.chunks(num_blocks)[-1]
+        return last + length
 
 
 def places(record) -> dict[str, LayerPlace]:
@@ -53,11 +82,14 @@ def places(record) -> dict[str, LayerPlace]:
             else:
                 page, block = group.page_size_bytes, group.block_size_tokens
             out[name] = LayerPlace(name, index, group, spec, page, block)
+    layout = record.cache.kv_cache_layout
+    head_outer = layout if layout in ("LHBNC", "BHLNC") else None
     for t_index, tensor in enumerate(record.cache.tensor_allocations):
         for position, name in enumerate(tensor.layers):
             place = out.get(name)
             if place is not None and place.tensor is None:
                 place.tensor_index, place.tensor, place.position = t_index, tensor, position
+                place.head_outer = head_outer
     _CACHE[id(record)] = (weakref.ref(record, lambda _ref, key=id(record): _CACHE.pop(key, None)), out)
     return out
 

@@ -11,7 +11,7 @@ unknown class are unsupported.
 
 from __future__ import annotations
 
-from ..logic import And, If, Implies, IntIs, Not, Or, Present, SameScalar, ValueOf
+from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, ValueOf
 from ..models.codec import ABSENT
 from .common import layer_list, layer_specs_of, same_list, worker_groups
 from .core import Instance, binding, child, rule
@@ -112,7 +112,9 @@ def _expected_state_blocks(group):
     """1 + k for a Mamba group (k speculative blocks), 1 for a ring."""
     specs = layer_specs_of(group)
     first = specs[0] if specs else None
-    k = ValueOf(first.num_speculative_blocks) if first is not None else 0
+    # A group without layers on this pipeline stage has no layer spec: its evidence states k.
+    source = first if first is not None else group.state
+    k = OrDefault(source.num_speculative_blocks, 0) if source not in (ABSENT, None) else 0
     return If((first.spec_type if first is not None else group.spec_type) == "MambaSpec", 1 + k, 1)
 
 
@@ -155,8 +157,12 @@ def scheduler_worker_records(bundle):
 
 @binding("bundle")
 def scheduler_worker_groups(bundle):
-    """Each scheduler group with the worker group at the same index."""
+    """Each scheduler group with the group at the same index of a first-stage worker: the
+    scheduler's config is a copy of worker 0's, and later pipeline stages hold other layers
+    (``generate_scheduler_kv_cache_config``: "the same kv_cache_config except layer names")."""
     for scheduler, worker in _pairs(bundle):
+        if worker.obj.pp_rank != 0:
+            continue
         for index, (mine, theirs) in enumerate(zip(scheduler.obj.cache.groups, worker.obj.cache.groups)):
             yield Instance(f"$.cache.groups[{index}]", (mine, theirs), {"layers": layer_list(mine.layer_names)},
                            file=scheduler.file)
@@ -196,11 +202,10 @@ def scheduler_copy_is_first_spec(scheduler_group, worker_group):
     if worker_group.layer_specs not in (ABSENT, None) and worker_group.layer_names:
         first = worker_group.layer_specs.get(worker_group.layer_names[0])
     same_layers = same_list(scheduler_group.layer_names, worker_group.layer_names)
-    if first is None:
+    if first is None:  # a plain group, or a group without layers on this pipeline stage
         return And(same_layers, scheduler_group.spec_type == worker_group.spec_type,
                    scheduler_group.block_size_tokens == worker_group.block_size_tokens,
-                   scheduler_group.page_size_bytes == worker_group.page_size_bytes,
-                   scheduler_group.spec in (ABSENT, None))
+                   scheduler_group.page_size_bytes == worker_group.page_size_bytes)
     checks = [same_layers, scheduler_group.spec_type == first.spec_type, scheduler_group.block_size_tokens == first.block_size,
               scheduler_group.page_size_bytes == first.page_size_bytes]
     spec = scheduler_group.spec

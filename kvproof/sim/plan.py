@@ -11,8 +11,8 @@ The order is vLLM's (``EngineCore._initialize_kv_caches``, ``v1/engine/core.py:2
    null-block reserve, auto-fit, memory check, ``num_blocks``, tensors, the cross-worker minimum;
 6. the scheduler's config, the engine block size, capacity and concurrency (B.5, B.6);
 7. ``resolve_kv_cache_block_sizes`` and the cache-hit alignment (B.7);
-8. the scheduler's KV cache coordinator checks (B.8);
-9. optional worker views (D).
+8. optional worker views (D): the workers bind their caches before the scheduler exists;
+9. the scheduler's KV cache coordinator and manager checks (B.8).
 
 A start-up refusal raises :class:`kvproof.sim.Refusal` with vLLM's exact text.
 """
@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import math
 from functools import reduce
-from typing import Any
 
 import attrs
 
-from ..models.geometry import Geometry, expand_layers, present
+from ..models.geometry import Geometry, canonical_dtype, expand_layers, present
 from . import concurrency as conc
 from .block_sizes import (
     engine_cache_block_size,
@@ -34,11 +33,11 @@ from .block_sizes import (
 )
 from .grouping import KVCacheGroupSpec, get_global_kv_cache_groups, per_layer_spec
 from .layout import DEFAULT_LAYOUT_PREFERENCE, get_supported_kv_cache_layouts, layout_from_name, resolve_kv_cache_layout
-from .memory_check import auto_fit_max_model_len, check_enough_kv_cache_memory, group_blocks_per_request
+from .memory_check import auto_fit_max_model_len, check_enough_kv_cache_memory
 from .platform import AlignmentResult, align_hybrid_block_size, check_aligned_block_size, preferred_block_size
 from .pool import KVCacheConfig, KVCacheTensor, get_kv_cache_bytes_per_block, get_kv_cache_config_from_groups, \
     project_groups_to_worker
-from .refusals import Refusal, VllmAssertionError, VllmError, VllmTypeError, VllmValueError, as_refusal
+from .refusals import VllmAssertionError, VllmError, VllmTypeError, VllmValueError, as_refusal
 from .settings import EngineSettings, build_layer_spec, resolve_settings
 from .specs import (
     AttentionSpec,
@@ -199,7 +198,7 @@ def _platform_alignment(geometry: Geometry, layers, settings: EngineSettings) ->
     if settings.has_mamba:  # model_config.is_hybrid: phase 2
         mamba_layers = [layer for layer in layers if layer.entry.spec == "MambaSpec"]
         shapes = {tuple(tuple(s) for s in layer.entry.shapes) for layer in mamba_layers}
-        dtypes = {tuple(_canon(d) for d in layer.entry.dtypes) for layer in mamba_layers}
+        dtypes = {tuple(canonical_dtype(d) for d in layer.entry.dtypes) for layer in mamba_layers}
         if len(shapes) == 1 and len(dtypes) == 1:  # get_mamba_state_shape/dtype_from_config (1053-1061)
             mamba_page = MambaSpec(block_size=-1, shapes=next(iter(shapes)), dtypes=next(iter(dtypes))).page_size_bytes
         else:  # get_mamba_specs_from_config: the layers' own specs (1047-1052)
@@ -218,12 +217,6 @@ def _platform_alignment(geometry: Geometry, layers, settings: EngineSettings) ->
     if result is None:
         result = AlignmentResult(settings.block_size, settings.mamba_block_size, settings.mamba_page_size_padded, 0, 0, 0)
     return settings, result
-
-
-def _canon(dtype: str) -> str:
-    from ..models.geometry import canonical_dtype
-
-    return canonical_dtype(dtype)
 
 
 def _supported_layout_names(geometry: Geometry) -> list[str]:
@@ -325,7 +318,7 @@ def plan(geometry: Geometry) -> Plan:
     """vLLM 0.33.0's start-up KV cache plan for ``geometry``; raises :class:`Refusal`."""
     try:
         return _plan(geometry)
-    except VllmError as exc:
+    except (VllmError, ZeroDivisionError) as exc:  # vLLM's int arithmetic divides by a zero page too
         raise as_refusal(exc) from None
 
 
@@ -457,8 +450,6 @@ def _plan(geometry: Geometry) -> Plan:
         scheduler_block_size=scheduler_bs,
         hash_block_size=hash_bs,
     )
-    if scheduler_groups:
-        _coordinator_checks(scheduler_groups, settings, scheduler_bs, hash_bs, _needs_zeroing(configs[0].kv_cache_groups))
 
     planned = []
     for i, group in enumerate(global_groups):
@@ -507,8 +498,12 @@ def _plan(geometry: Geometry) -> Plan:
         warnings=grouping.warnings,
         kv_cache_config=configs[0],
     )
+    # The workers allocate and bind their KV cache (core.py:372, model_executor.initialize_from_config)
+    # before the engine builds the scheduler and its KV cache manager (the coordinator checks).
     if present(geometry.views):
-        from .views import plan_views
+        from .views import _plan_views
 
-        result = attrs.evolve(result, views=plan_views(geometry, result, layout), has_views=True)
+        result = attrs.evolve(result, views=_plan_views(geometry, result, layout), has_views=True)
+    if scheduler_groups:
+        _coordinator_checks(scheduler_groups, settings, scheduler_bs, hash_bs, _needs_zeroing(configs[0].kv_cache_groups))
     return result

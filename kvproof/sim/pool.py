@@ -18,7 +18,7 @@ from ..logic import Max, Sum, div, round_up
 from .grouping import KVCacheGroupSpec, per_layer_spec
 from .layout import DIM_B, DIM_L, KVCacheLayout, compute_layout_strides
 from .pages import layer_block_stride
-from .refusals import VllmAssertionError, VllmValueError
+from .refusals import VllmAssertionError, VllmValueError, nonzero
 from .specs import KVCacheSpec, UniformTypeKVCacheSpecs
 
 __all__ = [
@@ -85,7 +85,8 @@ def get_kv_cache_bytes_per_block(groups: list[KVCacheGroupSpec], layout: KVCache
     if not layout.is_block_outermost:
         return bytes_per_block_layer_outermost([
             [
-                layer_block_stride(per_layer_spec(g, n).page_size_bytes, per_layer_spec(g, n).get_block_stride_alignment())
+                layer_block_stride(per_layer_spec(g, n).page_size_bytes,
+                                   nonzero(per_layer_spec(g, n).get_block_stride_alignment()))
                 for n in g.layer_names
             ]
             for g in groups
@@ -94,7 +95,7 @@ def get_kv_cache_bytes_per_block(groups: list[KVCacheGroupSpec], layout: KVCache
     if not max(sum(p) for p in pages) > 0:
         raise VllmAssertionError("", "v1/core/kv_cache_planning.py:593")
     alignments = [per_layer_spec(g, n).get_block_stride_alignment() for g in groups for n in g.layer_names]
-    return bytes_per_block_block_outermost(pages, math.lcm(*alignments))
+    return bytes_per_block_block_outermost(pages, nonzero(math.lcm(*alignments)))
 
 
 def validate_kv_cache_layout(layout: KVCacheLayout, groups: list[KVCacheGroupSpec]) -> None:
@@ -130,7 +131,7 @@ def get_kv_cache_config_from_groups(
     validate_kv_cache_layout(layout, groups)
     bytes_per_block = get_kv_cache_bytes_per_block(groups, layout)
     interleaved_block_stride = bytes_per_block if layout.is_block_outermost else None
-    num_blocks = num_blocks_for_memory(available_memory, bytes_per_block)
+    num_blocks = num_blocks_for_memory(available_memory, nonzero(bytes_per_block))
     if num_gpu_blocks_override is not None:
         num_blocks = num_gpu_blocks_override
     size = tensor_size(bytes_per_block, num_blocks)
@@ -147,7 +148,7 @@ def get_kv_cache_config_from_groups(
         byte_offset = 0
         for spec, names in layers_by_spec.items():
             block_stride = interleaved_block_stride
-            padded_page = layer_block_stride(spec.page_size_bytes, spec.get_block_stride_alignment())
+            padded_page = layer_block_stride(spec.page_size_bytes, nonzero(spec.get_block_stride_alignment()))
             if block_stride is None and padded_page != spec.page_size_bytes:
                 if not layout.is_block_compact:
                     raise VllmAssertionError(f"{layout.name} cannot pad pages", "v1/core/kv_cache_planning.py:706-712")

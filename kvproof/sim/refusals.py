@@ -14,7 +14,7 @@ from ..diagnostics import KvproofError
 
 __all__ = [
     "Refusal", "VllmError", "VllmAssertionError", "VllmValueError", "VllmNotImplementedError",
-    "VllmTypeError", "VllmStopIteration", "as_refusal", "format_gib", "memory_check_message", "no_memory_message",
+    "VllmTypeError", "VllmStopIteration", "as_refusal", "nonzero", "ZERO_DIVISION", "format_gib", "memory_check_message", "no_memory_message",
     "AUTO_FIT_MESSAGE",
 ]
 
@@ -67,8 +67,21 @@ class VllmStopIteration(VllmError):
     kind = "StopIteration"
 
 
-def as_refusal(exc: VllmError) -> Refusal:
-    return Refusal(str(exc), exc.kind, exc.source)
+def as_refusal(exc: BaseException) -> Refusal:
+    if isinstance(exc, VllmError):
+        return Refusal(str(exc), exc.kind, exc.source)
+    return Refusal(str(exc), type(exc).__name__)
+
+
+ZERO_DIVISION = "integer division or modulo by zero"
+
+
+def nonzero(divisor: int) -> int:
+    """A concrete divisor of vLLM's integer arithmetic: Python (and so vLLM) raises
+    ``ZeroDivisionError`` where :mod:`kvproof.logic` defines ``x // 0 == 0`` for the solver."""
+    if divisor == 0:
+        raise ZeroDivisionError(ZERO_DIVISION)
+    return divisor
 
 
 GiB_bytes = 1 << 30

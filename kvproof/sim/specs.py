@@ -19,14 +19,14 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from fractions import Fraction
 from math import gcd, prod
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 
 from ..logic import cdiv, round_up
 from ..models.geometry import DTYPE_SIZES, MultipleOf
 from . import demand, pages
-from .refusals import VllmAssertionError, VllmTypeError, VllmValueError
+from .refusals import VllmAssertionError, VllmTypeError, VllmValueError, nonzero
 
 __all__ = [
     "SpecContext", "KVCacheSpec", "AttentionSpec", "FullAttentionSpec", "MLAAttentionSpec",
@@ -163,7 +163,7 @@ class KVCacheSpec:
     def blocks_per_request(self, ctx: SpecContext) -> int:
         """``cdiv(max_memory_usage_bytes, page_size_bytes)``: the group's term of the memory
         check and of the concurrency denominator (B.4, B.5)."""
-        return cdiv(self.max_memory_usage_bytes(ctx), self.page_size_bytes)
+        return cdiv(self.max_memory_usage_bytes(ctx), nonzero(self.page_size_bytes))
 
 
 # --------------------------------------------------------------------------------------------
@@ -612,7 +612,7 @@ class MambaSpec(KVCacheSpec):
     def max_num_blocks_per_req(self, ctx: SpecContext, max_len: int) -> int:
         if ctx.mamba_cache_mode == "align":
             return cdiv(max_len, self.block_size) + self.num_speculative_blocks
-        return cdiv(self.max_memory_usage_bytes(ctx), self.page_size_bytes)
+        return cdiv(self.max_memory_usage_bytes(ctx), nonzero(self.page_size_bytes))
 
     def is_uniform_with_collection(self, kv_cache_specs: dict) -> bool:
         return all(

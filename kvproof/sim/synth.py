@@ -237,9 +237,13 @@ def synthesize(geometry: Geometry) -> SynthesizedRecords:
                 layer_tensors=views, kv_cache_layout=result.layout, attention_groups=attention_groups,
             ),
         ))
+    # generate_scheduler_kv_cache_config: a copy of worker 0's config, every uniform-type group
+    # replaced by its first layer spec (kv_cache_utils.py:1096-1117).
     scheduler_groups = []
-    for group in result.groups:
-        spec = group.scheduler_spec
+    for group in result.workers[0].groups:
+        spec = group.kv_cache_spec
+        if isinstance(spec, UniformTypeKVCacheSpecs) and spec.kv_cache_specs:
+            spec = next(iter(spec.kv_cache_specs.values()))
         scheduler_groups.append(r.SchedulerGroup(
             layer_names=list(group.layer_names), spec_type=type(spec).__name__, block_size_tokens=spec.block_size,
             page_size_bytes=spec.page_size_bytes, spec=layer_spec_record(spec),

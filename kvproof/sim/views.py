@@ -26,7 +26,7 @@ from ..models.geometry import Geometry, MultipleOf, present
 from .grouping import KVCacheGroupSpec, per_layer_spec
 from .layout import KVCacheLayout, compute_layout_strides
 from .pool import get_kv_cache_config_from_groups, layer_shape_bytes
-from .refusals import VllmAssertionError, VllmStopIteration, VllmValueError
+from .refusals import VllmAssertionError, VllmError, VllmStopIteration, VllmValueError, as_refusal
 from .specs import AttentionSpec, EncoderOnlyAttentionSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs, dtype_size
 
 __all__ = [
@@ -146,6 +146,14 @@ def _backend_for(layer: str, backends: list[Backend], matches: list[str]) -> Bac
 
 
 def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[ViewPlan]:
+    """Worker 0's views for ``geometry.views``; a vLLM refusal raises :class:`Refusal`."""
+    try:
+        return _plan_views(geometry, plan_result, layout)
+    except (VllmError, ZeroDivisionError) as exc:
+        raise as_refusal(exc) from None
+
+
+def _plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[ViewPlan]:
     views_cfg = geometry.views
     num_blocks = views_cfg.num_blocks if present(views_cfg.num_blocks) else DEFAULT_VIEW_BLOCKS
     declared = list(views_cfg.backends) if present(views_cfg.backends) else []
@@ -203,7 +211,7 @@ def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[V
     # smaller kernel blocks than the group uses.
     attn_kernel: dict[str, int | None] = {}
     attn_backend: dict[str, Backend] = {}
-    for gid, group in enumerate(groups):
+    for gid in range(len(groups)):
         group_kbs = kernel_block_sizes[gid] if gid < len(kernel_block_sizes) else None
         for backend, spec, names in attn_groups[gid]:
             kbs = None
@@ -254,8 +262,8 @@ def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[V
         )
         dtype = getattr(spec, "dtype", None)
         element = dtype_size(dtype) if dtype is not None else 1
-        for l, name in enumerate(tensor.layers):
-            offset = tensor.offset + l * strides[0]
+        for position, name in enumerate(tensor.layers):
+            offset = tensor.offset + position * strides[0]
             shape = list(shape_bytes)
             stride = list(strides[1:])
             if element > 1:

@@ -346,3 +346,21 @@ def summary_line(result: RuleResult) -> str:
 
 def to_json(results: list[RuleResult]) -> str:
     return json.dumps({"rules": [r.to_json() for r in results]}, indent=2) + "\n"
+
+
+def replay_accepts(documents: list[tuple[str, str]]) -> tuple[bool, str]:
+    """(True, "") when the documents load strictly and the concrete checker accepts them."""
+    from ..rules.check import check
+
+    loaded = []
+    for file, text in documents:
+        try:
+            loaded.append(load_bytes(text.encode("utf-8"), file=f"explore/{file}"))
+        except InputError as exc:
+            first = exc.diagnostics[0]
+            return False, f"the document does not load: {first.rule} {first.path}: {first.message}"
+    diagnostics = check(loaded)
+    if diagnostics:
+        first = diagnostics[0]
+        return False, f"the concrete checker refuses it with {first.rule} ({first.path}: {first.message})"
+    return True, ""

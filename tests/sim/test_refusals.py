@@ -261,3 +261,13 @@ def test_no_common_kernel_block_size() -> None:
     doc = geometry(full_attention(count=2), block_size=64,
                    views={"backends": [{"match": "attn", "kernel_block_sizes": [48], "name": "X"}]})
     assert refusal(doc)["message"] == "No common block size for 64 (X: [48])."
+
+
+def test_zero_page_kernel_copy_divides_by_zero() -> None:
+    # An indexer with 4 tokens per state asked for MultipleOf(1) kernel blocks: the 1-token copy has
+    # no state, so its page (the stride alignment) is 0 and vLLM's round_up divides by zero.
+    indexer = {"name": "idx.{i}", "range": [0, 2], "spec": "MLAAttentionSpec", "num_kv_heads": 1, "head_size": 64,
+               "dtype": "bfloat16", "cache_role": "indexer", "tokens_per_state": 4,
+               "block_stride_alignment": {"MultipleOf": 1}}
+    error = refusal(geometry(indexer, block_size=128, kv_cache_layout="LHBNC"))
+    assert error == {"message": "integer division or modulo by zero", "type": "ZeroDivisionError"}
