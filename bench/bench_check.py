@@ -1,6 +1,6 @@
 """kvproof check of the GLM-5.3-Flash TP4 record set (4 workers + scheduler) against a bare json.load.
 
-Run: python bench/bench_check.py [--rounds N] [--strict]
+Run: python bench/bench_check.py [--rounds N] [--strict] [--instructions]
 
 Two measurements, each interleaved round by round with its baseline so that load on a shared
 machine hits both alike, and printed as medians and the ratio of the medians:
@@ -11,19 +11,77 @@ machine hits both alike, and printed as medians and the ratio of the medians:
   (both pay interpreter start-up; kvproof also pays its imports).
 
 The target (issue #8) is check / json.load <= 5 in process. --strict exits 1 when it is missed.
+
+--instructions also counts the instructions of one call of each in-process case under valgrind's
+cachegrind (the difference of a run with three calls and a run with one, halved): a measure that
+other load on a shared machine does not move. It needs valgrind and takes a few minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from _common import ROOT, glm_records, interleaved, interleaved_with_cpu, machine, median_ms, spread
 
 TARGET = 5.0
+CASES = ("json.load", "evaluate", "load only", "rules only")
+
+
+def _cases(files: list) -> dict:
+    from kvproof.commands.check import evaluate
+    from kvproof.models.documents import load_path
+    from kvproof.rules.check import check
+
+    names = [str(f) for f in files]
+    documents = [load_path(f) for f in files]
+
+    def json_load() -> None:
+        for f in files:
+            with open(f, "rb") as fh:
+                json.load(fh)
+
+    return {
+        "json.load": json_load,
+        "evaluate": lambda: evaluate(names),
+        "load only": lambda: [load_path(f) for f in files],
+        "rules only": lambda: check(documents),
+    }
+
+
+def _worker(case: str, calls: int) -> int:
+    """Hidden mode for --instructions: one warm-up call, then ``calls`` timed calls of a case."""
+    fn = _cases(glm_records())[case]
+    fn()
+    for _ in range(calls):
+        fn()
+    return 0
+
+
+def instructions() -> dict[str, int]:
+    """Instructions of one call of each case, counted by cachegrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind")
+
+    def count(case: str, calls: int) -> int:
+        proc = subprocess.run(
+            [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+             sys.executable, __file__, "--worker", case, str(calls)],
+            capture_output=True, text=True, cwd=ROOT, check=True)
+        return int(re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr).group(1).replace(",", ""))
+
+    jobs = [(case, calls) for case in CASES for calls in (1, 3)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        counted = dict(zip(jobs, pool.map(lambda job: count(*job), jobs)))
+    return {case: (counted[(case, 3)] - counted[(case, 1)]) // 2 for case in CASES}
 
 
 def main() -> int:
@@ -31,7 +89,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200, help="in-process rounds (default 200)")
     parser.add_argument("--process-rounds", type=int, default=15, help="process rounds (default 15)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when the in-process ratio exceeds 5")
+    parser.add_argument("--instructions", action="store_true", help="also count instructions under cachegrind")
+    parser.add_argument("--worker", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return _worker(args.worker[0], int(args.worker[1]))
 
     files = glm_records()
     names = [str(f) for f in files]
@@ -43,8 +105,7 @@ def main() -> int:
     # ---------------------------------------------------------------- in process
     start = time.perf_counter()
     from kvproof.commands.check import evaluate
-    from kvproof.models.documents import load_path
-    from kvproof.rules.check import check
+    from kvproof.rules.check import check  # noqa: F401 - imported here to time the imports
 
     imported = time.perf_counter() - start
     start = time.perf_counter()
@@ -54,22 +115,7 @@ def main() -> int:
     if bad:
         print(f"the GLM records are not accepted, the benchmark would measure the wrong thing: {bad}")
         return 1
-    documents = [load_path(f) for f in files]
-
-    def json_load() -> None:
-        for f in files:
-            with open(f, "rb") as fh:
-                json.load(fh)
-
-    samples, cpu = interleaved_with_cpu(
-        {
-            "json.load": json_load,
-            "evaluate": lambda: evaluate(names),
-            "load only": lambda: [load_path(f) for f in files],
-            "rules only": lambda: check(documents),
-        },
-        args.rounds,
-    )
+    samples, cpu = interleaved_with_cpu(_cases(files), args.rounds)
     base = median_ms(samples["json.load"])
     cpu_base = median_ms(cpu["json.load"])
     ratio = median_ms(samples["evaluate"]) / base
@@ -103,6 +149,14 @@ def main() -> int:
     print(f"  RATIO kvproof check process / json.load process = {pratio:.2f}")
     print(f"  kvproof check process minus json.load process = {median_ms(process['kvproof check']) - pbase:.1f} ms (imports + check)")
     print()
+    counted = None
+    if args.instructions:
+        counted = instructions()
+        print("instructions per call (cachegrind; independent of other load)")
+        for case in CASES:
+            print(f"  {case:<11} {counted[case]:>13,}  x{counted[case] / counted['json.load']:5.2f}")
+        print(f"  RATIO check/json.load = {counted['evaluate'] / counted['json.load']:.2f} in instructions")
+        print()
     print(f"SUMMARY in-process ratio {ratio:.2f} wall / {cpu_ratio:.2f} cpu (evaluate {median_ms(samples['evaluate']):.2f} ms, "
           f"json.load {base:.2f} ms); "
           f"process ratio {pratio:.2f} ({median_ms(process['kvproof check']):.0f} ms vs {pbase:.0f} ms)")

@@ -85,7 +85,7 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
     lines.append(f"  cache_config.block_size  {result['engine_cache_config_block_size']}")
     lines.append(f"  scheduler / hash         {result['scheduler_block_size']} / {result['hash_block_size']}")
     lines.append(f"  cache-hit alignment      {result['cache_hit_alignment_tokens']}")
-    alignment = result["platform_alignment"]
+    alignment = result.get("platform_alignment") or {}
     if alignment.get("mamba_block_size") is not None:
         lines.append(f"  mamba block / padded page {alignment['mamba_block_size']} / {alignment['mamba_page_size_padded']}")
     views = result.get("worker_views") or []

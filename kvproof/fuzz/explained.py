@@ -94,15 +94,6 @@ def _later_layer_spec(edit: Edit, tree: Any) -> bool:
     return bool(names) and path[4] != names[0]
 
 
-def _later_layer_key(edit: Edit, tree: Any) -> bool:
-    """A ``layer_specs`` entry other than the first layer's is dropped, renamed or duplicated."""
-    path = edit.site.path
-    if path[:2] != ("cache", "groups") or len(path) != 4 or path[3] != "layer_specs":
-        return False
-    names = _at(tree, ("cache", "groups", path[2], "layer_names")) or []
-    return edit.op == "duplicate" or (bool(names) and edit.value != names[0])
-
-
 def _was(*values: Any) -> Callable[[Edit, Any], bool]:
     def test(edit: Edit, tree: Any) -> bool:
         old = _old(edit, tree)
@@ -239,8 +230,9 @@ KNOWN_GAPS: tuple[Explanation, ...] = (
     *(Explanation("WorkerGroup", field, "a hybrid group's block_size_tokens and page_size_bytes are not checked "
                   "against its layer specs", id="F007", when=lambda e, t: not _plain(e, t))
       for field in ("block_size_tokens", "page_size_bytes")),
-    Explanation("WorkerGroup", "layer_specs", "layer_specs keys are not checked against layer_names", id="F008",
-                ops=("drop", "duplicate", "rename-key"), when=_later_layer_key),
+    # F008 (layer_specs keys against layer_names) was fixed by SC007.
+    Explanation("WorkerGroup", "layer_specs", "a group of a hybrid worker record may drop its layer specs", id="F018",
+                ops=_ABSENCE, when=lambda e, t: not _plain(e, t)),
     # F009-F011: views and attention groups
     Explanation("LayerView", "storage_offset_bytes", "a view's offset inside its page is bounded but not derived "
                 "(state tensors packed from the page start, element-size alignment)", id="F009"),
@@ -257,6 +249,9 @@ KNOWN_GAPS: tuple[Explanation, ...] = (
                 "resolved settings and prefix-caching evidence", id="F012"),
     Explanation("SchedulerGroup", "spec", "a hybrid scheduler record may drop one group's spec", id="F013",
                 ops=_ABSENCE, when=lambda e, t: not _plain(e, t)),
+    # F017: the layout name
+    Explanation("WorkerCache", "kv_cache_layout", "the layout name is read (LHBNC pages) but not checked against the "
+                "tensors' and views' strides", id="F017"),
     # F014: relations inside an FPM profile
     Explanation("CacheGroup", "page_size_bytes", "profile pages are not checked against the pool block", id="F014",
                 ops=_OTHER, when=_positive),
@@ -274,12 +269,7 @@ KNOWN_GAPS: tuple[Explanation, ...] = (
 #: the simulator's plan, reason). The synthesis or the rule is wrong; docs/fuzz-findings.md says which
 #: evidence points where.
 KNOWN_SYNTH_REFUSALS: tuple[tuple[str, frozenset[str], Callable[[Any], bool], str], ...] = (
-    ("F015", frozenset({"SC006"}), lambda plan: len(getattr(plan, "workers", ()) or ()) > 1,
-     "with pipeline parallelism the scheduler's groups hold every stage's layers, each worker's only its own"),
-    ("F016", frozenset({"BO003", "BO004", "BO005", "BO006", "BO008", "BO009", "VC004"}),
-     lambda plan: getattr(plan, "layout", None) in ("LHBNC", "BHLNC"),
-     "in a layout with the heads outside the layers or blocks (LHBNC, BHLNC) a layer's page of one block is one "
-     "chunk per head, not one contiguous range"),
+    # F015 (pipeline stages, SC006) and F016 (LHBNC/BHLNC pages, BO rules) were fixed in ce621b0.
 )
 
 

@@ -16,6 +16,7 @@ views, never on ``num_blocks``:
 from __future__ import annotations
 
 from ..logic import And, If, Implies, Max, Min, Not, cdiv, div, is_symbolic
+from ..models.codec import ABSENT
 from .core import Instance, binding, child, rule
 from .layout import layer_view_lists, layer_views, places
 from .view_coverage import ratio_of, select
@@ -123,6 +124,51 @@ def region_inside_storage(tensor, runs, footprints, num_blocks):
     size``, the page being the largest page of the tensor's layers (an LHBNC page: up to the end
     of its last head chunk)."""
     return And(num_blocks > 0, region_end(tensor, footprints, num_blocks) <= tensor.size)
+
+
+LAYER_OUTER = ("LBNHC", "LBHNC", "LHBNC")
+BLOCK_OUTER = ("BLNHC", "BLHNC")
+
+
+@binding("worker")
+def tensors_with_layout(record):
+    """Every tensor allocation with the record's layout, its first layer's spec and block count."""
+    layout = record.cache.kv_cache_layout
+    if layout in (ABSENT, None):
+        return
+    layer_places = places(record)
+    for index, tensor in enumerate(record.cache.tensor_allocations):
+        placed = [layer_places[name] for name in tensor.layers if name in layer_places]
+        if placed:
+            yield Instance(f"$.cache.tensor_allocations[{index}]", (tensor, placed[0], layout, record.cache.num_blocks),
+                           {"layers": ", ".join(tensor.layers), "layout": layout})
+
+
+@rule(
+    id="BO010",
+    message="tensor strides contradict the KV cache layout {layout}: {layers}",
+    over=tensors_with_layout,
+    after=("BO001", "BO002", "BO003"),
+    source="vllm/v1/kv_cache_interface.py:379-415 (compute_layout_strides), "
+    "vllm/v1/core/kv_cache_planning.py:642-741",
+)
+def strides_follow_layout(tensor, place, layout, num_blocks):
+    """A layer-outermost layout (LBNHC, LBHNC, LHBNC) puts a layer's blocks inside its layer
+    stride; a block-outermost compact layout (BLNHC, BLHNC) puts a tensor's layers inside one
+    block stride; LHBNC and BHLNC cut a page into one chunk per head (the block stride, resp. the
+    layer stride, is the page over the spec's head count)."""
+    many = len(tensor.layers) > 1
+    checks = []
+    if layout in LAYER_OUTER and many:
+        checks.append(tensor.layer_stride >= num_blocks * tensor.block_stride)
+    if layout in BLOCK_OUTER and many:
+        checks.append(tensor.offset + len(tensor.layers) * tensor.layer_stride <= tensor.block_stride)
+    spec = place.spec
+    if layout in ("LHBNC", "BHLNC") and spec is not None and spec.num_kv_heads not in (ABSENT, None):
+        heads = spec.num_head_slots if spec.num_head_slots not in (ABSENT, None) else spec.num_kv_heads
+        chunk = tensor.block_stride if layout == "LHBNC" else tensor.layer_stride
+        checks.append(chunk * heads == place.page)
+    return And(*checks)
 
 
 @binding("worker")

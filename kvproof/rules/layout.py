@@ -79,6 +79,9 @@ def places(record) -> dict[str, LayerPlace]:
             spec = specs.get(name)
             if spec is not None:
                 page, block = spec.page_size_bytes, spec.block_size
+            elif len({s.page_size_bytes for s in specs.values()}) == 1:
+                # a layer whose spec is missing (SC007) in a group of equal pages: that page
+                page, block = next(iter(specs.values())).page_size_bytes, group.block_size_tokens
             else:
                 page, block = group.page_size_bytes, group.block_size_tokens
             out[name] = LayerPlace(name, index, group, spec, page, block)

@@ -24,7 +24,7 @@ RULE_ORDER: tuple[str, ...] = (
     # VG: hybrid evidence only from vLLM 0.33.0
     "VG001",
     # SC: spec classes, kinds, state evidence, the scheduler's copy of each group
-    "SC001", "SC002", "SC003", "SC004", "SC005", "SC006",
+    "SC001", "SC007", "SC002", "SC003", "SC004", "SC005", "SC006",
     # CK: prefill checkpoint evidence of Mamba groups (worker records)
     "CK001", "CK002", "CK003",
     # PC: prefix-caching evidence, Mamba modes, resolved block sizes
@@ -32,7 +32,7 @@ RULE_ORDER: tuple[str, ...] = (
     # VC: kernel-block views cover the pool
     "VC001", "VC002", "VC003", "VC004", "VC005", "VC006",
     # BO: one backing storage, placement inside it, page ownership, view extents
-    "BO001", "BO002", "BO003", "BO004", "BO005", "BO006", "BO007", "BO008", "BO009",
+    "BO001", "BO002", "BO003", "BO010", "BO004", "BO005", "BO006", "BO007", "BO008", "BO009",
     # VC007 is the removed refusal of seed 001, expected dead given BO007-BO009
     "VC007",
     # SU: start-up concurrency and capacity

@@ -77,12 +77,36 @@ def spec_class_supported(spec_type, placement):
     return And(kind_code(spec_type) != 0, Not(Present(placement)))
 
 
+@binding("worker")
+def worker_groups_with_evidence(record):
+    """Every cache group of a worker record, with whether the record holds hybrid evidence."""
+    hybrid = any(g.layer_specs not in (ABSENT, None) for g in record.cache.groups)
+    for instance in worker_groups(record):
+        yield Instance(instance.subject, (*instance.args, hybrid), instance.names)
+
+
+@rule(
+    id="SC007",
+    message="runtime cache group layer specs do not match its layers: {layers}",
+    over=worker_groups_with_evidence,
+    field="layer_specs",
+    source="vllm/v1/kv_cache_interface.py:1290-1320 (UniformTypeKVCacheSpecs.kv_cache_specs: one spec per layer)",
+)
+def layer_specs_cover_layers(group, hybrid):
+    """Hybrid evidence names a spec for exactly the group's layers, in every group of the record
+    (a 0.33.0 probe writes it for all groups or none)."""
+    specs = group.layer_specs
+    if specs in (ABSENT, None):
+        return not hybrid
+    return sorted(specs) == sorted(group.layer_names)
+
+
 @rule(
     id="SC002",
     message="runtime cache group mixes cache kinds: {layers}",
     over=worker_groups,
     field="layer_specs",
-    after=("SC001",),
+    after=("SC001", "SC007"),
     source="vllm/v1/kv_cache_interface.py:1347-1361 (UniformTypeKVCacheSpecs.is_uniform_type)",
 )
 def group_has_one_kind(group):

@@ -143,8 +143,12 @@ def _explain_tokens(cache, config):
 def size_tokens_match_concurrency(cache, config):
     """vLLM's own float product, truncated."""
     value = cache.kv_cache_max_concurrency
-    concurrency = value if not hasattr(value, "real_value") else value.real_value
-    return IntIs(cache.kv_cache_size_tokens, lambda n: n == kv_cache_size_tokens(concurrency, config.max_model_len))
+    if hasattr(value, "real_value"):  # symbolic
+        concurrency = value.real_value
+    else:  # a body must be total: SU001 refuses a missing or non-numeric concurrency
+        concurrency = value if type(value) in (int, float) else 0.0
+    return And(IsNumber(value),
+               IntIs(cache.kv_cache_size_tokens, lambda n: n == kv_cache_size_tokens(concurrency, config.max_model_len)))
 
 
 @binding("bundle")

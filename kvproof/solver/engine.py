@@ -86,6 +86,8 @@ class NeedPins(Exception):
 class Encoded:
     terms: list | None = None
     error: str | None = None
+    #: JSON paths of the instances (subject and blame): where the rule looks.
+    subjects: list[str] = attrs.field(factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,6 +119,9 @@ def strict_bool():
             setattr(module, name, value)
 
 
+_REPLACEMENTS: dict[str, dict] = {}
+
+
 def _patch_concrete_helpers() -> list[tuple[Any, str, Any]]:
     """``gcd``/``lcm`` need concrete operands: while rules are encoded, the copies the rule and
     simulator modules imported raise a :class:`SymbolicFlowError` naming the symbolic operands, so
@@ -136,11 +141,13 @@ def _patch_concrete_helpers() -> list[tuple[Any, str, Any]]:
         wrapped.__name__ = helper.__name__
         return wrapped
 
-    replacements = {id(logic.gcd): strict(logic.gcd), id(logic.lcm): strict(logic.lcm)}
+    replacements = _REPLACEMENTS.get("helpers")
+    if replacements is None:
+        replacements = _REPLACEMENTS["helpers"] = {id(logic.gcd): strict(logic.gcd), id(logic.lcm): strict(logic.lcm)}
     patched = []
-    for module_name, module in list(sys.modules.items()):
-        if module is None or not (module_name.startswith("kvproof.rules") or module_name.startswith("kvproof.sim")):
-            continue
+    modules = [m for n, m in list(sys.modules.items())
+               if m is not None and (n.startswith("kvproof.rules") or n.startswith("kvproof.sim"))]
+    for module in modules:
         for name in ("gcd", "lcm"):
             value = getattr(module, name, None)
             if value is not None and id(value) in replacements:
@@ -158,6 +165,11 @@ def targets(rule: Rule, documents: tuple[Document, ...]) -> Iterable[tuple[str |
         yield from checker._targets(rule, documents)  # type: ignore[call-arg]
     else:
         yield from checker._targets(rule, documents, groups)
+
+
+def role_of(file: str) -> str:
+    """A shape's document under ``probe/`` is the accepted probe (``check --probe``)."""
+    return "probe" if file.startswith("probe/") else "checked"
 
 
 def as_bool(value: Any) -> Any:
@@ -203,7 +215,8 @@ class Session:
         for kind, file, tree in self.shape.documents:
             label = f"{file}:" if multi else ""
             self.docs.append((kind, file, build(document_class(kind), tree, label, policy)))
-        self.documents = tuple(Document(kind, doc.obj, f"{VIRTUAL_DIR}/{file}") for kind, file, doc in self.docs)
+        self.documents = tuple(Document(kind, doc.obj, f"{VIRTUAL_DIR}/{file}", role=role_of(file))
+                               for kind, file, doc in self.docs)
         self.var_leaf: dict[str, Leaf] = {}
         for _, _, doc in self.docs:
             self.var_leaf.update(doc.var_map())
@@ -236,6 +249,7 @@ class Session:
 
         start = time.perf_counter()
         terms = []
+        subjects: list[str] = []
         log: list = []
         symbolic.ACCESS_LOG = log
         try:
@@ -244,6 +258,9 @@ class Session:
                     for instance in rule.over(target):
                         log.clear()
                         terms.append(as_bool(rule.holds(instance)))
+                        subjects.append(instance.subject)
+                        if instance.blame:
+                            subjects.append(instance.blame)
         except SymbolicFlowError as exc:
             spaths = self._spaths(exc)
             if spaths - self.built_pins:
@@ -258,7 +275,7 @@ class Session:
         finally:
             symbolic.ACCESS_LOG = None
             self.build_seconds += time.perf_counter() - start
-        return Encoded(terms=terms)
+        return Encoded(terms=terms, subjects=subjects)
 
     def evaluate(self, fn) -> Any:
         """``fn(documents)`` as a z3 Bool, with the pinning protocol of rule bodies (a claim)."""
@@ -497,10 +514,13 @@ class Session:
                 out.append((other.id, encoded.error))
         return tuple(out)
 
-    def reach(self, rule: Rule, force: Iterable[str] = (), free_first: bool = False) -> Outcome:
+    def reach(self, rule: Rule, force: Iterable[str] = (), free_first: bool = False,
+              hints: Iterable[str] = ()) -> Outcome:
         """Some document of the shape passes every rule before ``rule`` and fails it. ``force``:
         leaf names that keep their template value (no relaxing). ``free_first``: ask without the
-        soft pins first (cheaper when the answer is probably unsat)."""
+        soft pins first (cheaper when the answer is probably unsat). ``hints``: earlier rules
+        that made the question unsat in another shape; if they alone (with the goal) are unsat
+        here, so is the whole prefix, and the much smaller query answers it."""
         goal, early = self.goal(rule)
         if early is not None:
             return early
@@ -511,6 +531,19 @@ class Session:
         goal, early = self.goal(rule)  # a rebuild during advance makes new terms
         if early is not None:
             return early
+        hinted = [r for r in self.rules[: self.order[rule.id]] if r.id in set(hints)]
+        if (hinted or free_first) and not list(force):
+            # unsat of a slice of the prefix is unsat of the prefix: the rules of an earlier core,
+            # then every earlier rule that shares a leaf with the goal
+            slices = [hinted] if hinted else []
+            slices.append(self._cone(rule, goal))
+            for rules in slices:
+                sliced = self._sliced(rule, goal, rules) if rules else None
+                if sliced is not None:
+                    if len(rules) > len(hinted):
+                        sliced = self._minimize_rules(rule, goal, sliced)
+                    return sliced
+            self.advance(rule)
         solver = self.solver
         solver.push()
         try:
@@ -519,9 +552,65 @@ class Session:
                 literal = f"pin {name}"
                 if literal in self.pin_leaf:
                     solver.add(z3.Bool(literal))
-            return self._solve(free_first)
+            outcome = self._solve(free_first)
         finally:
             solver.pop()
+        if outcome.status == "unsat" and not list(force):
+            outcome = self._minimize_rules(rule, goal, outcome)
+        return outcome
+
+    def _subset_check(self, rule: Rule, goal: Any, rules: list[Rule], assumptions: list) -> tuple[Any, list[str]]:
+        """Check the goal with only ``rules`` of the prefix (a short call): (result, core)."""
+        self.close_prefix()
+        solver = self.solver
+        solver.push()
+        try:
+            for earlier in rules:
+                solver.assert_and_track(z3.And(*self.encoded[earlier.id].terms), earlier.id)
+            solver.assert_and_track(goal, f"goal:{rule.id}")
+            result = self._short_check(assumptions)
+            core = [c.decl().name() for c in solver.unsat_core()] if result == z3.unsat else []
+            return result, core
+        finally:
+            solver.pop()
+
+    def _cone(self, rule: Rule, goal: Any) -> list[Rule]:
+        """Earlier rules that read a leaf the goal reads."""
+        names = collect_consts([goal])
+        out = []
+        for earlier in self.rules[: self.order[rule.id]]:
+            encoded = self.encoded.get(earlier.id)
+            if encoded is not None and encoded.terms and collect_consts(encoded.terms) & names:
+                out.append(earlier)
+        return out
+
+    def _sliced(self, rule: Rule, goal: Any, hinted: list[Rule]) -> Outcome | None:
+        """Unsat of the goal with only the hinted rules (then the full prefix is unsat too)."""
+        fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
+        for assumptions in ([[], fixed] if fixed else [[]]):
+            result, core = self._subset_check(rule, goal, hinted, assumptions)
+            if result == z3.unsat:
+                return Outcome("unsat", core=self._label(core))
+        return None
+
+    def _minimize_rules(self, rule: Rule, goal: Any, outcome: Outcome) -> Outcome:
+        """Drop the rules an unsat core does not need (deletion, one short check each), so the
+        core names the rules that kill ``rule``; the axioms come from the last check."""
+        names = [c for c in outcome.core if c in self.order]
+        if len(names) <= 1:
+            return outcome
+        fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
+        assumptions = fixed if any(c.startswith("SHAPE:pin ") for c in outcome.core) else []
+        keep = [r for r in self.rules if r.id in names]
+        result, core = self._subset_check(rule, goal, keep, assumptions)
+        if result != z3.unsat:
+            return outcome
+        for candidate in list(keep):
+            trial = [r for r in keep if r is not candidate]
+            result, trial_core = self._subset_check(rule, goal, trial, assumptions)
+            if result == z3.unsat:
+                keep, core = trial, trial_core
+        return Outcome("unsat", core=self._label(core), released=outcome.released)
 
     def implied(self, rule: Rule) -> Outcome:
         """Every document of the shape that passes every other rule passes ``rule`` (unsat)."""
@@ -588,7 +677,7 @@ class Session:
         solver = self.solver
         fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
         if free_first:
-            for assumptions in ([], fixed) if fixed else ([],):
+            for assumptions in ([fixed, []] if fixed else [[]]):
                 result = self._short_check(assumptions)
                 if result == z3.unsat:
                     core = [c.decl().name() for c in solver.unsat_core()]
@@ -660,14 +749,7 @@ class Session:
 
     def _minimal_core(self, assumptions: list, fallback: list[str]) -> list[str]:
         """The unsat core again, minimized by z3 (names of tracked assertions)."""
-        solver = self.solver
-        solver.set("core.minimize", True)
-        try:
-            if solver.check(*assumptions) == z3.unsat:
-                return [c.decl().name() for c in solver.unsat_core()]
-            return fallback
-        finally:
-            solver.set("core.minimize", False)
+        return fallback  # z3's core.minimize ignores time limits; see _minimize_rules
 
     # -- witnesses --------------------------------------------------------------------------
     def concretize(self, model: Any) -> list[tuple[str, str, Any]]:

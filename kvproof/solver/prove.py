@@ -26,7 +26,7 @@ import attrs
 from ..diagnostics import InputError
 from ..models.documents import load_bytes
 from ..rules.core import Rule
-from .engine import DEFAULT_PINS, Config, Outcome, Session
+from .engine import DEFAULT_PINS, Config, Outcome, Session, role_of
 from .shapes import Bound, Shape, base_shapes, mutations
 from .symbolic import witness_text
 
@@ -64,6 +64,7 @@ class RuleResult:
             "core": self.core, "seconds": round(self.seconds, 3), "shape": self.shape,
             "shapes_tried": self.shapes_tried, "reason": self.reason, "changed": self.changed,
             "gaps": self.gaps,
+            "core_rules": [c for c in self.core if ":" not in c.split(" ")[0]],
         }
 
 
@@ -122,12 +123,21 @@ class Prover:
         bases.sort(key=lambda s: s.size)
         yield from bases
         if self.bound.mutations:
+            from .shapes import relevance
+
             seeds = _mutation_seeds(bases)
-            mutated: list[Shape] = []
             for base in seeds:
-                mutated += mutations(self.repaired(base), self.pins, self.alternatives())
-            mutated.sort(key=lambda s: s.size)
-            yield from mutated
+                session = self.session(base)
+                encoded = session.encode(rule)
+                paths = list(encoded.subjects)
+                if encoded.terms:
+                    from .symbolic import collect_consts
+
+                    names = collect_consts(encoded.terms)
+                    paths += [leaf.path for leaf in session.leaves() if any(n in names for n in leaf.var_names)]
+                mutated = mutations(self.repaired(base), self.pins, self.alternatives())
+                mutated.sort(key=lambda s: (-relevance(s.edit, paths), s.size))
+                yield from mutated[: self.bound.mutations]
 
     def session(self, shape: Shape, keep: bool = True) -> Session:
         session = self.sessions.get(shape.key())
@@ -168,7 +178,8 @@ class Prover:
             if fingerprint in seen:
                 continue  # the same formula as a shape already answered unsat
             seen.add(fingerprint)
-            outcome = session.reach(rule, free_first=bool(cores))
+            hints = {c for c in cores if c in session.order}
+            outcome = session.reach(rule, free_first=bool(cores), hints=hints)
             if outcome.status == "sat":
                 self._witness(rule, session, outcome, result)
                 if result.verdict == "mismatch":
@@ -234,7 +245,7 @@ class Prover:
         from ..models.codec import dumps
 
         result.documents = [(file, dumps(tree)) for _, file, tree in trees]
-        verdict, reason, first = replay(rule.id, result.documents)
+        verdict, reason, first = replay(rule.id, result.documents, self.rules)
         result.verdict = verdict
         result.reason = reason
         result.first_rule = first
@@ -271,7 +282,7 @@ class Prover:
         return out
 
 
-def replay(rule_id: str, documents: list[tuple[str, str]]) -> tuple[str, str, str | None]:
+def replay(rule_id: str, documents: list[tuple[str, str]], rules: list[Rule] | None = None) -> tuple[str, str, str | None]:
     """Load the witness texts strictly and check them: ("reachable", text, rule) when the
     concrete checker refuses them with ``rule_id`` first, ("mismatch", why, first rule or None)
     otherwise."""
@@ -280,11 +291,12 @@ def replay(rule_id: str, documents: list[tuple[str, str]]) -> tuple[str, str, st
     loaded = []
     for file, text in documents:
         try:
-            loaded.append(load_bytes(text.encode("utf-8"), file=f"witness/{file}"))
+            document = load_bytes(text.encode("utf-8"), file=f"witness/{file}")
         except InputError as exc:
             first = exc.diagnostics[0]
             return "mismatch", f"the witness does not load: {first.rule} {first.path}: {first.message}", None
-    diagnostics = check(loaded)
+        loaded.append(attrs.evolve(document, role=role_of(file)))
+    diagnostics = check(loaded, rules)
     if not diagnostics:
         return "mismatch", "the concrete checker accepts the witness", None
     first = diagnostics[0]
@@ -305,9 +317,10 @@ def write_witness(directory: Path, result: RuleResult) -> str | None:
         return str(path)
     folder = directory / result.rule
     folder.mkdir(exist_ok=True)
-    for old in folder.glob("*.json"):
+    for old in folder.rglob("*.json"):
         old.unlink()
     for file, text in result.documents:
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
         (folder / file).write_text(text, encoding="utf-8")
     return str(folder)
 
@@ -340,7 +353,11 @@ def summary_line(result: RuleResult) -> str:
     if result.verdict == "reachable":
         return f"{head}  shape: {result.shape}" + (f"  witness: {result.witness}" if result.witness else "")
     if result.verdict == "dead":
-        return f"{head}  core: {', '.join(result.core) or '(structure)'}"
+        rules = [c for c in result.core if ":" not in c.split(" ")[0]]
+        axioms = sorted({c.split(" ")[0] for c in result.core if c not in rules})
+        count = len(result.core) - len(rules)
+        shown = ", ".join(rules) + (f" + {count} axiom(s) ({', '.join(axioms)})" if count else "")
+        return f"{head}  core: {shown or '(structure)'}"
     return f"{head}  {result.reason}"
 
 

@@ -46,7 +46,8 @@ class Bound:
     groups: int = 2
     layers: int = 2
     workers: int = 1
-    mutations: int = 1
+    #: One-edit structural mutations tried per seed shape, most relevant to the rule first (0: none).
+    mutations: int = 60
 
     @classmethod
     def parse(cls, text: str | None) -> "Bound":
@@ -57,7 +58,7 @@ class Bound:
             key, sep, value = part.partition("=")
             key = key.strip()
             if not sep or key not in attrs.fields_dict(cls):
-                raise ValueError(f"bad --max-shape item {part!r} (expected groups=N,layers=N,workers=N,mutations=0|1)")
+                raise ValueError(f"bad --max-shape item {part!r} (expected groups=N,layers=N,workers=N,mutations=N)")
             values[key] = int(value)
             if values[key] < 0 or (key != "mutations" and values[key] < 1):
                 raise ValueError(f"bad --max-shape value {part!r}")
@@ -79,6 +80,8 @@ class Shape:
     #: Base shapes with the same seed key are variants of one another (more layers); mutations are
     #: derived from the largest of each key (None: not a mutation seed).
     seed_key: tuple | None = None
+    #: The JSON path a mutation edits (None for a base shape).
+    edit: str | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -259,6 +262,10 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
                     add(f"bundle {label} workers={min(bound.workers, len(workers))}", docs, seed)
                     if profiles:
                         add(f"bundle+profile {label}", docs + [("profile", profiles[0][0], shrink_profile(profiles[0][1], selection))])
+                    if layers == 1:
+                        # a phase record with the accepted probe's record of the same ranks (check --probe)
+                        for doc_kind, file, tree in docs[:2]:
+                            add(f"probe {doc_kind} {label}", [(doc_kind, file, tree), (doc_kind, f"probe/{file}", tree)], None)
         if kind == "profile":
             for file, tree in profiles:
                 groups = tree.get("resources", {}).get("cache_groups") or []
@@ -275,7 +282,7 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
 # Structural mutations
 
 
-def mutations(shape: Shape, pins: Iterable[str] = (), alternatives: dict | None = None, limit: int = 600) -> list[Shape]:
+def mutations(shape: Shape, pins: Iterable[str] = (), alternatives: dict | None = None, limit: int = 2000) -> list[Shape]:
     """One-edit structural variants of a shape: list elements dropped or duplicated, mapping keys
     dropped or added, optional objects removed or added, identifiers renamed, and every *pinned*
     leaf (a value bindings branch on) set to each other value the examples hold at that place."""
@@ -288,7 +295,8 @@ def mutations(shape: Shape, pins: Iterable[str] = (), alternatives: dict | None 
             documents = list(shape.documents)
             documents[doc_index] = (kind, file, mutated)
             name = f"{shape.name} | {file}: {description}"
-            out.append(Shape(name, tuple(documents), sum(tree_size(d[2]) for d in documents), parent=shape.name))
+            out.append(Shape(name, tuple(documents), sum(tree_size(d[2]) for d in documents), parent=shape.name,
+                             edit=description.split(" ")[0]))
             if len(out) >= limit:
                 return out
     # bundle: drop a whole document (e.g. the profile) is a shape of its own kind, not a mutation
@@ -471,3 +479,27 @@ def _default_tree(type_: Any) -> Any:
                 return None
             out[field.alias or field.name] = value
     return out
+
+
+def path_segments(path: str) -> list[str]:
+    """``$.a.b[0]["x.y"]`` -> ``["$", ".a", ".b", "[0]", '["x.y"]']``."""
+    import re
+
+    return re.findall(r'\$|\.[A-Za-z_][A-Za-z0-9_]*|\[[^\]]*\]', path)
+
+
+def relevance(edit: str | None, paths: Iterable[str]) -> int:
+    """How many leading path segments an edit shares with the closest of ``paths``."""
+    if edit is None:
+        return 0
+    mine = path_segments(edit)
+    best = 0
+    for path in paths:
+        theirs = path_segments(path)
+        common = 0
+        for a, b in zip(mine, theirs):
+            if a != b:
+                break
+            common += 1
+        best = max(best, common)
+    return best

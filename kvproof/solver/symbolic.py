@@ -439,6 +439,22 @@ def _align(a: Any, b: Any):
 # because that is how ``kvproof.logic.is_symbolic`` recognises a z3 term without importing z3.
 
 
+class _Flag(z3.BoolRef):
+    """A constant z3 Bool that z3's own code may also *call*: ``ArithRef.is_int()`` is a z3
+    method, ``IsInt`` reads the attribute ``is_int``; calling it answers z3's question (the
+    sort), reading it answers the helper's (a term)."""
+
+    __module__ = "z3.kvproof_leaf"
+
+    def __init__(self, value: bool, answer: bool):
+        term = z3.BoolVal(value)
+        super().__init__(term.as_ast(), term.ctx)
+        self._answer = answer
+
+    def __call__(self) -> bool:
+        return self._answer
+
+
 class _Protocol:
     _leaf_kind = ""
 
@@ -452,7 +468,7 @@ class _Protocol:
 
     @property
     def is_int(self):
-        return z3.BoolVal(self._leaf_kind == "int")
+        return _Flag(self._leaf_kind == "int", self._leaf_kind == "int")
 
     @property
     def is_number(self):
@@ -597,8 +613,14 @@ class Leaf:
             term = z3.Real(name)
             grid = z3.Int(f"{name}#grid")
             self.var_names.append(f"{name}#grid")
-            self.makers.append((f"SHAPE:float-grid {label_path}", lambda: z3.And(
-                term * FLOAT_GRID == z3.ToReal(grid), grid >= -MAX_SAFE_INT, grid <= MAX_SAFE_INT)))
+            keep = self.template if isinstance(self.template, float) and not isinstance(self.template, bool) else None
+
+            def grid_axiom():
+                on_grid = z3.And(term * FLOAT_GRID == z3.ToReal(grid), grid >= -MAX_SAFE_INT, grid <= MAX_SAFE_INT)
+                # the template's own value (0.9 is not on the grid) stays possible
+                return on_grid if keep is None else z3.Or(on_grid, term == z3.RealVal(Fraction(keep)))
+
+            self.makers.append((f"SHAPE:float-grid {label_path}", grid_axiom))
             return term
         if tag == STR_T:
             term = z3.String(name)

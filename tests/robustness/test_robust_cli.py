@@ -45,29 +45,6 @@ def test_corpus_file_in_process(case, capsys) -> None:
     assert "Traceback" not in out + err
 
 
-@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "junit"])
-def test_corpus_directory_as_a_process(fmt) -> None:
-    """The whole corpus and the good MiniMax set in one directory walk, in every format."""
-    run = kvproof("check", "--format", fmt, CORPUS, MINIMAX)
-    run.assert_handled(codes=(2,))
-    if fmt == "json":
-        report = json.loads(run.out)
-        status = {Path(d["file"]).name if Path(d["file"]).parent == CORPUS else d["file"]: d for d in report["documents"]}
-        for case in CASES:
-            document = status[case["file"]]
-            assert document["status"] == ("refused" if case["exit"] == 1 else "bad_input"), document
-        good = [d for d in report["documents"] if Path(d["file"]).parent == MINIMAX]
-        assert len(good) == 6 and all(d["status"] == "accepted" for d in good), good
-    elif fmt == "sarif":
-        assert json.loads(run.out)["runs"][0]["results"]
-    elif fmt == "junit":
-        root = ET.fromstring(run.stdout)
-        assert int(root.get("errors")) == sum(1 for c in CASES if c["exit"] == 2)
-    else:
-        for case in CASES:
-            assert case["prints"] in run.out, case
-
-
 def test_mixed_directory(tmp_path) -> None:
     """Good and bad files, a non-JSON file, nested directories, a FIFO, links that lead nowhere
     and a file name that is not UTF-8: the good files are accepted, each bad one is reported."""

@@ -1,10 +1,11 @@
 """No code execution from input: the package source holds none of the usual ways to run text
 as code or to deserialise objects, and starts no shell.
 
-One module runs code on purpose: ``kvproof claim`` evaluates the claim expressions and claim
-files its user writes (like pytest runs test files). Its findings are listed in ``ALLOWED`` with
-that reason, and a second test proves that no document path (``check``, ``simulate``, the
-loaders, the rules) imports it, so a checked document can never reach it."""
+Two modules run code on purpose: ``kvproof claim`` evaluates the claim expressions and claim
+files its user writes (like pytest runs test files) and ``kvproof explore`` the objective
+expression given on its command line. Their findings are listed in ``ALLOWED`` with that reason,
+and a second test proves that no document path (``check``, ``simulate``, the loaders, the rules)
+imports them, so a checked document can never reach them."""
 
 from __future__ import annotations
 
@@ -44,9 +45,13 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
          "importlib.import_module() imports a module named by a string"},
         "kvproof claim runs the claim expressions and claim files its user writes, never a checked document",
     ),
+    "kvproof/solver/explore.py": (
+        {"eval() runs text as code", "the builtin compile() prepares text to run (re.compile is a method: allowed)"},
+        "kvproof explore evaluates the objective expression its user writes on the command line",
+    ),
 }
 #: Modules that run user code; no document path may import them.
-CODE_RUNNING_MODULES = ("kvproof.solver.claims",)
+CODE_RUNNING_MODULES = ("kvproof.solver.claims", "kvproof.solver.explore")
 
 
 def _code_only(source: str) -> str:

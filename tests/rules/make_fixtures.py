@@ -21,6 +21,7 @@ GLM_SCHEDULER = EXAMPLES / "glm53flash-tp4" / "scheduler-dp0.json"
 MM_WORKER = EXAMPLES / "minimax-m27-tp4" / "worker-dp0-tp0-pp0.json"
 MM_SCHEDULER = EXAMPLES / "minimax-m27-tp4" / "scheduler-dp0.json"
 SWA_SCHEDULER = EXAMPLES / "gemma-like-swa" / "scheduler-dp0.json"
+SWA_WORKER = EXAMPLES / "gemma-like-swa" / "worker-dp0-tp0-pp0.json"
 
 G = "$.resources.cache_groups"
 RM = "$.resources.runtime_memory"
@@ -198,6 +199,7 @@ def record_cases():
     mm_worker = json.loads(MM_WORKER.read_text())
     mm_scheduler = json.loads(MM_SCHEDULER.read_text())
     swa_scheduler = json.loads(SWA_SCHEDULER.read_text())
+    swa_worker_doc = json.loads(SWA_WORKER.read_text())
     gl = worker["cache"]["groups"]
     ring_layers = gl[5]["layer_names"]
     kda0_layers = ", ".join(gl[0]["layer_names"])
@@ -218,6 +220,13 @@ def record_cases():
          [("SC001", "$.cache.groups[4].spec.spec_type", "unsupported runtime cache spec: MLAAttentionSpec")]),
         ("SC001", "unknown_layer_spec", worker, [(["cache", "groups", 5, "layer_specs", RING3, "spec_type"], "KpoolTailSpec")],
          [("SC001", f'$.cache.groups[5].layer_specs["{RING3}"].spec_type', "unsupported runtime cache spec: KpoolTailSpec")]),
+        ("SC007", "layer_spec_under_another_name", worker,
+         [(["cache", "groups", 5, "layer_specs"], lambda specs: {("model.layers.99.tail" if k == RING3 else k): v
+                                                                  for k, v in specs.items()})],
+         [("SC007", "$.cache.groups[5].layer_specs", f"runtime cache group layer specs do not match its layers: {', '.join(ring_layers)}")]),
+        ("SC007", "one_group_without_layer_specs", swa_worker_doc, [(["cache", "groups", 1, "layer_specs"], DELETE)],
+         [("SC007", "$.cache.groups[1].layer_specs", "runtime cache group layer specs do not match its layers: "
+           + ", ".join(swa_worker_doc["cache"]["groups"][1]["layer_names"]))]),
         ("SC002", "attention_layer_in_ring_group", worker,
          [(["cache", "groups", 5, "layer_specs", ring_layers[2], "spec_type"], "FullAttentionSpec")],
          [("SC002", "$.cache.groups[5].layer_specs", f"runtime cache group mixes cache kinds: {', '.join(ring_layers)}")]),
@@ -293,16 +302,24 @@ def record_cases():
                 [("BO005", f"$.cache.tensor_allocations[{i}].block_stride",
                   "intersecting tensor allocations have different block strides: "
                   + ", ".join(worker["cache"]["tensor_allocations"][i]["layers"]) + f" and {ring_tensor}") for i in range(6)]))
-    mm_layers = mm_worker["cache"]["tensor_allocations"][0]["layers"]
-    page = 16384
-    blocks = mm_worker["cache"]["num_blocks"]
-    out.append(("BO006", "layers_one_block_apart", mm_worker,
-                [(["cache", "tensor_allocations", 0, "layer_stride"], page * (blocks - 1))]
-                + [(["cache", "layer_tensors", name, 0, "storage_offset_bytes"], i * page * (blocks - 1)) for i, name in enumerate(mm_layers)],
-                [("BO006", "$.cache.tensor_allocations[0]",
-                  f"pages of {mm_layers[i]} and {mm_layers[i + 1]} overlap, but only the same block of different groups may share bytes")
-                 for i in range(len(mm_layers) - 1)]))
+    # The MLA tensor moved to byte 0 of the block: MLA layer 3's page now covers every indexer
+    # page of its own group at the same block IDs (the views moved with it).
+    mlas = worker["cache"]["tensor_allocations"][5]["layers"]
+    indexers = worker["cache"]["tensor_allocations"][4]["layers"]
+    moved = [(["cache", "tensor_allocations", 5, "offset"], 0)]
+    moved += [(["cache", "layer_tensors", name, 0, "storage_offset_bytes"], i * 1_114_112) for i, name in enumerate(mlas)]
+    clash = "overlap, but only the same block of different groups may share bytes"
+    out.append(("BO006", "mla_pages_over_indexer_pages", worker, moved,
+                [("BO006", "$.cache.tensor_allocations[4]", f"pages of {indexers[0]} and {mlas[0]} {clash}")]
+                + [("BO006", "$.cache.tensor_allocations[5]", f"pages of {mlas[0]} and {name} {clash}") for name in indexers[1:]]))
+    swa_worker = json.loads(SWA_WORKER.read_text())
     out += [
+        ("BO010", "whole_pages_called_lhbnc", swa_worker, [(["cache", "kv_cache_layout"], "LHBNC")],
+         [("BO010", f"$.cache.tensor_allocations[{i}]", "tensor strides contradict the KV cache layout LHBNC: "
+           + ", ".join(t["layers"])) for i, t in enumerate(swa_worker["cache"]["tensor_allocations"])]),
+        ("BO010", "layer_outer_tensor_called_blhnc", mm_worker, [(["cache", "kv_cache_layout"], "BLHNC")],
+         [("BO010", "$.cache.tensor_allocations[0]", "tensor strides contradict the KV cache layout BLHNC: "
+           + ", ".join(mm_worker["cache"]["tensor_allocations"][0]["layers"]))]),
         ("BO007", "ssm_dimensions_overlap", worker, [(["cache", "layer_tensors", KDA0, 3, "stride_bytes"], [13516800, 65536, 512, 2])],
          [("BO007", lt(KDA0, 3), f"layer view dimensions overlap: {KDA0}")]),
         ("BO008", "mla_view_past_page", worker, [(["cache", "layer_tensors", MLA3, 0, "storage_offset_bytes"], lambda v: v + 512)],

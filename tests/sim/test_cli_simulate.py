@@ -64,3 +64,16 @@ def test_text_output_with_views(capsys) -> None:
     assert "Worker views (7 attention groups on a small pool):" in out
     assert "kernel block 128, kernel_block_stride 1768" in out
     assert "UniformTypeKVCacheSpecs" in out
+
+
+def test_text_output_of_every_example_geometry(capsys) -> None:
+    """Regression: the text report of a geometry without platform alignment crashed."""
+    from pathlib import Path
+
+    from kvproof.cli import main
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "examples" / "geometries").glob("*.json")):
+        code = main(["simulate", str(path)])
+        out = capsys.readouterr().out
+        assert code in (0, 1), path
+        assert "internal error" not in out

@@ -1,0 +1,59 @@
+"""Claims: an invariant holds over every accepted document of the bound, or a counterexample
+that the checker accepts violates it."""
+
+from __future__ import annotations
+
+import json
+
+from kvproof.cli import main
+from kvproof.solver.claims import expression_claim, prove_claim, shipped_claims, validate
+from kvproof.solver.prove import Prover
+from kvproof.solver.shapes import Bound
+
+FAST = Bound(groups=1, layers=1, mutations=0)
+
+
+def _claim(claim_id: str):
+    return next(c for c in shipped_claims() if c.id == claim_id)
+
+
+def test_state_peak_bytes_claim_holds_on_profiles() -> None:
+    result = prove_claim(_claim("CL001"), Prover(bound=FAST))
+    assert result.verdict == "holds", result.reason
+    assert any(name in result.core for name in ("PF001", "PF009"))  # the rules that make it positive
+
+
+def test_a_false_expression_is_refuted_with_an_accepted_counterexample() -> None:
+    claim = expression_claim("All(g.num_layers < 100 for g in doc.resources.cache_groups)", "profile")
+    result = prove_claim(claim, Prover(bound=FAST))
+    assert result.verdict == "refuted"
+    assert validate(claim, result.documents)[0] == "refuted"
+    groups = json.loads(result.documents[0][1])["resources"]["cache_groups"]
+    assert any(g["num_layers"] >= 100 for g in groups)
+
+
+def test_cli_claim_expression(capsys, tmp_path) -> None:
+    code = main(["claim", "All(g.page_size_bytes > 0 for g in doc.resources.cache_groups)", "--kind", "profile",
+                 "--max-shape", "groups=1,layers=1,mutations=0", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["claims"][0]["verdict"] == "holds"
+    code = main(["claim", "All(g.num_layers < 100 for g in doc.resources.cache_groups)", "--kind", "profile",
+                 "--max-shape", "groups=1,layers=1,mutations=0", "--counterexample-dir", str(tmp_path)])
+    assert code == 1
+    assert (tmp_path / "EXPR.json").is_file()
+    assert main(["claim"]) == 2
+    capsys.readouterr()
+
+
+def test_shipped_claims_declare_their_kind() -> None:
+    claims = shipped_claims()
+    assert {c.id for c in claims} >= {"CL001", "CL002", "CL003", "CL004"}
+    assert all(c.kind in ("profile", "worker", "scheduler", "bundle") for c in claims)
+
+
+def test_admission_claim_is_refuted_by_an_accepted_record() -> None:
+    # CL003 documents a rule gap (docs/solver-requests.md #9): the counterexample passes every rule
+    result = prove_claim(_claim("CL003"), Prover(bound=FAST))
+    assert result.verdict == "refuted" and result.expect == "refuted" and not result.contrary
+    record = json.loads(result.documents[0][1])
+    assert record["cache"]["kv_cache_max_concurrency"] < 1

@@ -1,0 +1,30 @@
+"""explore: z3 Optimize over the open fields of a document template."""
+
+from __future__ import annotations
+
+import json
+
+from kvproof.cli import main
+from kvproof.solver.shapes import Bound, base_shapes
+
+
+def test_minimize_an_open_field_subject_to_every_rule(capsys, tmp_path) -> None:
+    template = tmp_path / "profile.json"
+    template.write_text(json.dumps(base_shapes("profile", Bound())[0].documents[0][2]))
+    code = main(["explore", str(template), "--minimize", "doc.resources.runtime_memory.kv_cache_bytes",
+                 "--open", "$.resources.runtime_memory.kv_cache_bytes", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["status"] == "optimal"
+    assert report["value"] == 1  # PF018: positive kv_cache_bytes
+    assert report["document"]["resources"]["runtime_memory"]["kv_cache_bytes"] == 1
+
+
+def test_geometry_templates_are_refused_with_a_note(capsys, examples) -> None:
+    geometry = next((examples / "geometries").glob("*.json"))
+    assert main(["explore", str(geometry), "--minimize", "1"]) == 2
+    assert "kvproof.sim.plan runs on concrete values only" in capsys.readouterr().err
+
+
+def test_explore_usage(capsys, tmp_path) -> None:
+    assert main(["explore", str(tmp_path / "nope.json"), "--minimize", "1"]) == 2
+    capsys.readouterr()

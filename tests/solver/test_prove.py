@@ -1,0 +1,141 @@
+"""prove: reachable rules come with a witness the concrete checker refuses with that rule first,
+dead rules with an unsat core of rule IDs and axiom names, unknown is never proof."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvproof.cli import main
+from kvproof.logic import Implies
+from kvproof.rules.core import Rule
+from kvproof.rules.profile_fields import cache_groups
+from kvproof.rules.registry import all_rules, get_rule
+from kvproof.solver.engine import Config
+from kvproof.solver.prove import Prover, replay
+from kvproof.solver.shapes import Bound
+
+FAST = Bound(groups=1, layers=1, mutations=0)
+
+
+def profile_rules(*ids: str) -> list[Rule]:
+    return [get_rule(rule_id) for rule_id in ids]
+
+
+@pytest.fixture(scope="module")
+def prover() -> Prover:
+    return Prover(bound=FAST)
+
+
+def test_a_reachable_rule_has_a_witness_refused_with_it_first(prover) -> None:
+    result = prover.prove(get_rule("PF001"))
+    assert result.verdict == "reachable" and not result.contrary
+    assert replay("PF001", result.documents)[0] == "reachable"
+    (file, text), = result.documents
+    assert json.loads(text)["schema_version"] == "kvproof/profile/v1"
+    assert result.changed  # the template fields the witness edits
+
+
+def test_pf011_is_dead_by_the_loader_bound(prover) -> None:
+    result = prover.prove(get_rule("PF011"))
+    assert result.verdict == "dead" and result.expect == "dead" and not result.contrary
+    assert result.core and all(name.startswith("LD:signed-range ") for name in result.core)
+    assert any(name.endswith(".page_size_bytes") for name in result.core)
+
+
+def test_every_profile_rule_meets_its_expectation(prover) -> None:
+    for rule in all_rules():
+        if rule.family != "PF":
+            continue
+        result = prover.prove(rule)
+        assert not result.contrary, (rule.id, result.verdict, result.reason)
+        assert result.verdict == rule.expect
+
+
+def test_a_resource_limit_gives_unknown_never_proof() -> None:
+    starved = Prover(profile_rules("PF009", "PF010"), FAST, Config(timeout=5, rlimit=1))
+    result = starved.prove(get_rule("PF010"))
+    assert result.verdict == "unknown" and not result.contrary
+    assert "canceled" in result.reason or "unknown" in result.reason or "limit" in result.reason
+
+
+def _rule(rule_id: str, body, expect: str = "reachable") -> Rule:
+    return Rule(id=rule_id, message="test", over=cache_groups, body=body, source="test", expect=expect,
+                reason="test" if expect == "dead" else None)
+
+
+def test_a_result_contrary_to_expect_is_reported() -> None:
+    never_fails = _rule("PF901", lambda group: group.page_size_bytes != 0)
+    rules = [get_rule("PF009"), never_fails]
+    result = Prover(rules, FAST).prove(never_fails)
+    assert result.verdict == "dead" and result.contrary
+    assert "PF009" in result.core
+
+
+def test_redundancy_names_the_rules_that_imply_a_rule() -> None:
+    weaker = _rule("PF902", lambda group: group.page_size_bytes >= 0)
+    rules = [get_rule("PF009"), weaker]
+    prover = Prover(rules, FAST)
+    assert prover.redundancy(weaker).verdict == "redundant"
+    assert "PF009" in prover.redundancy(weaker).implied_by
+    assert prover.redundancy(get_rule("PF009")).verdict == "needed"
+
+
+def test_a_body_in_python_control_flow_is_pinned_not_misread() -> None:
+    # ``if`` on a symbolic kind: the leaf is pinned to the template's value and the rule still runs
+    def body(group):
+        if group.kind == "state":
+            return group.page_size_bytes > 0
+        return True
+
+    branching = _rule("PF903", body)
+    prover = Prover([branching], FAST)
+    result = prover.prove(branching)
+    assert "resources.cache_groups.kind" in prover.pins
+    assert result.verdict in ("reachable", "dead")
+
+
+def test_cli_json_report(capsys, tmp_path) -> None:
+    code = main(["prove", "PF001", "PF011", "--max-shape", "groups=1,layers=1,mutations=0", "--format", "json",
+                 "--witness-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert code == 0
+    by_id = {r["rule"]: r for r in report["rules"]}
+    assert set(by_id["PF001"]) >= {"rule", "verdict", "expect", "witness", "core", "seconds"}
+    assert by_id["PF001"]["verdict"] == "reachable" and by_id["PF001"]["witness"] == str(tmp_path / "PF001.json")
+    assert (tmp_path / "PF001.json").is_file()
+    assert by_id["PF011"]["verdict"] == "dead" and by_id["PF011"]["witness"] is None
+    assert by_id["PF011"]["core"]
+
+
+def test_cli_usage_errors(capsys) -> None:
+    assert main(["prove"]) == 2
+    assert main(["prove", "XX999"]) == 2
+    assert main(["prove", "PF001", "--max-shape", "bogus=1"]) == 2
+    capsys.readouterr()
+
+
+def test_cli_unknown_exits_3(capsys) -> None:
+    code = main(["prove", "PF010", "--max-shape", "groups=1,layers=1,mutations=0", "--rlimit", "1"])
+    assert code == 3
+    assert "unknown" in capsys.readouterr().out
+
+
+def test_record_rules_are_reachable_on_small_shapes() -> None:
+    prover = Prover(bound=Bound(groups=1, layers=1, mutations=0))
+    for rule_id in ("VG001", "CK002", "VC003", "BO004"):
+        result = prover.prove(get_rule(rule_id))
+        assert result.verdict == "reachable", (rule_id, result.reason)
+
+
+@pytest.mark.slow
+def test_prove_all_meets_every_expectation() -> None:
+    prover = Prover()
+    bad = []
+    for rule in all_rules():
+        result = prover.prove(rule)
+        if result.contrary or result.verdict == "unknown":
+            bad.append((rule.id, result.verdict, result.reason))
+    assert bad == []

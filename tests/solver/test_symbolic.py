@@ -1,0 +1,151 @@
+"""Symbolic documents: the stand-ins speak the logic helpers' protocol with Python's semantics,
+and a z3 model comes back as a document the strict loader takes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import z3
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvproof import logic as L
+from kvproof.models.codec import ABSENT, dumps
+from kvproof.models.documents import load_bytes
+from kvproof.models.profile import Profile
+from kvproof.models.record import WorkerRecord
+from kvproof.solver.engine import strict_bool
+from kvproof.solver.shapes import Bound, base_shapes
+from kvproof.solver.symbolic import (
+    ABSENT_T, BOOL_T, FLOAT_T, INT_T, NULL_T, Leaf, Policy, SymbolicFlowError, SymValue, build,
+    collect_consts,
+)
+
+SCALARS = st.one_of(
+    st.just(ABSENT), st.none(), st.booleans(), st.integers(-5, 5),
+    st.sampled_from([0.0, 1.0, 0.5, -2.0, 3.0]),
+)
+
+
+def scalar_leaf() -> tuple[Leaf, SymValue]:
+    leaf = Leaf(path="$.x", spath="x", kind="scalar", optional=True,
+                tags=(ABSENT_T, NULL_T, INT_T, BOOL_T, FLOAT_T))
+    leaf.make("")
+    return leaf, leaf.term
+
+
+def fix(leaf: Leaf, value) -> list:
+    """Constraints that make the leaf hold a concrete JSON value."""
+    if value is ABSENT:
+        return [leaf.tag == ABSENT_T]
+    if value is None:
+        return [leaf.tag == NULL_T]
+    if isinstance(value, bool):
+        return [leaf.tag == BOOL_T, leaf.payload[BOOL_T] == value]
+    if isinstance(value, int):
+        return [leaf.tag == INT_T, leaf.payload[INT_T] == value]
+    return [leaf.tag == FLOAT_T, leaf.payload[FLOAT_T] == z3.RealVal(value)]
+
+
+def evaluate(term, facts) -> bool:
+    solver = z3.Solver()
+    solver.add(*facts)
+    assert solver.check() == z3.sat
+    return z3.is_true(solver.model().eval(term, model_completion=True))
+
+
+@given(SCALARS, st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([0.0, 1.0, 0.5, 3.0])))
+def test_equality_with_a_constant_is_pythons(value, constant) -> None:
+    leaf, sym = scalar_leaf()
+    expected = value == constant if value is not ABSENT else False
+    assert evaluate(sym == constant, fix(leaf, value)) == expected
+
+
+@given(SCALARS, SCALARS)
+def test_same_scalar_and_equality_between_two_leaves(a, b) -> None:
+    leaf_a, sym_a = scalar_leaf()
+    leaf_b = Leaf(path="$.y", spath="y", kind="scalar", optional=True, tags=leaf_a.tags)
+    leaf_b.make("")
+    facts = fix(leaf_a, a) + fix(leaf_b, b)
+    same = type(a) is type(b) and a == b
+    assert evaluate(sym_a.same_scalar(leaf_b.term), facts) == same
+    python_eq = a == b if (a is not ABSENT and b is not ABSENT) else (a is ABSENT and b is ABSENT)
+    assert evaluate(sym_a == leaf_b.term, facts) == python_eq
+
+
+@given(SCALARS)
+def test_protocol_helpers_agree_with_their_concrete_answers(value) -> None:
+    leaf, sym = scalar_leaf()
+    facts = fix(leaf, value)
+    concrete = None if value is ABSENT else value
+    assert evaluate(L.HasKey(sym), facts) == (value is not ABSENT)
+    assert evaluate(L.Present(sym), facts) == L.Present(concrete)
+    assert evaluate(L.IsInt(sym), facts) == L.IsInt(value)
+    assert evaluate(L.IsNumber(sym), facts) == L.IsNumber(value)
+    assert evaluate(L.ValueOf(sym) == L.ValueOf(value), facts)
+    assert evaluate(L.RealOf(sym) == z3.RealVal(L.RealOf(value)), facts)
+
+
+def test_required_leaves_are_z3_terms_with_the_protocol() -> None:
+    template = base_shapes("worker", Bound())[0].documents[0][2]
+    doc = build(WorkerRecord, template)
+    blocks = doc.obj.cache.num_blocks
+    assert L.is_symbolic(blocks) and z3.is_int(blocks)
+    assert z3.is_true(z3.simplify(L.IsInt(blocks)))
+    assert L.ValueOf(blocks).eq(z3.Int("$.cache.num_blocks"))
+    assert str(L.IntIs(blocks, lambda n: n > 0)) == "And(True, $.cache.num_blocks > 0)"
+
+
+def test_axioms_are_named_by_kind_and_path() -> None:
+    template = base_shapes("profile", Bound())[0].documents[0][2]
+    doc = build(Profile, template)
+    names = {name for name, _ in doc.axioms}
+    assert "LD:signed-range $.resources.cache_groups[0].page_size_bytes" in names
+    assert "LD:int-range $.resources.max_num_tokens" in names
+    assert "LD:literal $.resources.cache_groups[0].kind" in names
+    assert "SHAPE:float-grid $.resources.runtime_memory.gpu_memory_utilization" in names
+
+
+@pytest.mark.parametrize("kind", ["profile", "worker", "scheduler"])
+def test_template_values_concretize_to_a_loadable_document(kind) -> None:
+    from kvproof.solver.shapes import document_class
+    from kvproof.solver.symbolic import _concretize_template
+
+    for shape in base_shapes(kind, Bound())[:3]:
+        _, file, tree = shape.documents[0]
+        doc = build(document_class(kind), tree, policy=Policy(pinned=frozenset({"block_axis"})))
+        text = dumps(_concretize_template(doc))
+        assert json.loads(text) == tree
+        load_bytes(text.encode(), file=file)
+
+
+def test_a_model_concretizes_through_the_codec() -> None:
+    template = base_shapes("profile", Bound())[0].documents[0][2]
+    doc = build(Profile, template)
+    group = doc.obj.resources.cache_groups[0]
+    solver = z3.Solver()
+    for _name, axiom in doc.axioms:
+        solver.add(axiom)
+    solver.add(group.page_size_bytes == 12345, group.blocks_per_request.tag == NULL_T,
+               group.kind == z3.StringVal("convolution"))
+    assert solver.check() == z3.sat
+    tree = doc.tree(solver.model())
+    assert tree["resources"]["cache_groups"][0]["page_size_bytes"] == 12345
+    assert tree["resources"]["cache_groups"][0]["blocks_per_request"] is None
+    assert tree["resources"]["cache_groups"][0]["kind"] == "convolution"
+    load_bytes(dumps(tree).encode())
+
+
+def test_symbolic_control_flow_is_caught_not_compared_by_structure() -> None:
+    x, y = z3.Ints("x y")
+    with strict_bool():
+        with pytest.raises(SymbolicFlowError):
+            bool(x == y)
+        assert bool(z3.BoolVal(True)) is True
+    assert bool(x == x) is True  # z3's own structural answer outside the context
+
+
+def test_collect_consts_finds_the_leaves_of_a_term() -> None:
+    a, b = z3.Int("a"), z3.String("b")
+    assert collect_consts([z3.And(a > 1, b == "q", z3.If(a == 2, a, 3) > 0)]) == {"a", "b"}
