@@ -97,6 +97,11 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
         if encoded.terms:
             optimizer.add(z3.And(*encoded.terms))
     handle = optimizer.minimize(term) if direction == "minimize" else optimizer.maximize(term)
+    # second priority (z3's default is lexicographic): keep the template's values where the optimum allows
+    for leaf in session.active:
+        equal = leaf.template_eq()
+        if equal is not None and any(_under(leaf.path, path) for path in open_paths):
+            optimizer.add_soft(equal, weight=1, id="keep")
     result = optimizer.check()
     out = ExploreResult("unknown", objective, direction)
     if result == z3.unsat:
