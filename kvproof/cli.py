@@ -109,7 +109,7 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @cli.command()
 @click.argument("rule_ids", nargs=-1)
 @click.option("--all", "all_rules", is_flag=True, help="Every rule of the registry.")
-@click.option("--max-shape", help="Shape bound, e.g. groups=2,layers=2,workers=1,mutations=1.")
+@click.option("--max-shape", help="Shape bound [default: groups=2,layers=2,workers=1,mutations=60].")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per solver call.")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
               help="Deterministic z3 resource limit per solver call [default: 40000000].")
@@ -143,7 +143,8 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
 
     EXPRESSION is Python over `doc` (the symbolic document) with the kvproof.logic helpers and
     `sim`, e.g. "All(Implies(g.kind == 'state', g.page_size_bytes > 0) for g in
-    doc.resources.cache_groups)". Exit 0 proved, 1 refuted, 2 usage, 3 unknown."""
+    doc.resources.cache_groups)". Exit 0 as expected (an expression: it holds), 1 refuted or contrary
+    to a claim's declared expectation, 2 usage, 3 unknown."""
     from .commands.claim import run
 
     sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir))

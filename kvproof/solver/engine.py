@@ -502,9 +502,10 @@ class Session:
                 out.append(earlier.id)
         return out
 
-    def fingerprint(self, rule: Rule) -> tuple:
-        """The formula of ``reach(rule)`` as z3 term ids (equal ids: the same question)."""
-        index = self.order[rule.id]
+    def fingerprint(self, rule: Rule, every: bool = False) -> tuple:
+        """The formula of ``reach(rule)`` (``every``: of ``implied(rule)``) as z3 term ids
+        (equal ids: the same question)."""
+        index = len(self.rules) - 1 if every else self.order[rule.id]
         out = []
         for other in self.rules[: index + 1]:
             encoded = self.encode(other)
@@ -574,11 +575,11 @@ class Session:
         finally:
             solver.pop()
 
-    def _cone(self, rule: Rule, goal: Any) -> list[Rule]:
-        """Earlier rules that read a leaf the goal reads."""
+    def _cone(self, rule: Rule, goal: Any, pool: list[Rule] | None = None) -> list[Rule]:
+        """Earlier rules (or the rules of ``pool``) that read a leaf the goal reads."""
         names = collect_consts([goal])
         out = []
-        for earlier in self.rules[: self.order[rule.id]]:
+        for earlier in (self.rules[: self.order[rule.id]] if pool is None else pool):
             encoded = self.encoded.get(earlier.id)
             if encoded is not None and encoded.terms and collect_consts(encoded.terms) & names:
                 out.append(earlier)
@@ -593,15 +594,15 @@ class Session:
                 return Outcome("unsat", core=self._label(core))
         return None
 
-    def _minimize_rules(self, rule: Rule, goal: Any, outcome: Outcome) -> Outcome:
+    def _minimize_rules(self, rule: Rule, goal: Any, outcome: Outcome, pool: list[Rule] | None = None) -> Outcome:
         """Drop the rules an unsat core does not need (deletion, one short check each), so the
         core names the rules that kill ``rule``; the axioms come from the last check."""
-        names = [c for c in outcome.core if c in self.order]
+        names = [c for c in outcome.core if c in self.order and c != rule.id]
         if len(names) <= 1:
             return outcome
         fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
         assumptions = fixed if any(c.startswith("SHAPE:pin ") for c in outcome.core) else []
-        keep = [r for r in self.rules if r.id in names]
+        keep = [r for r in (self.rules if pool is None else pool) if r.id in names]
         result, core = self._subset_check(rule, goal, keep, assumptions)
         if result != z3.unsat:
             return outcome
@@ -612,8 +613,9 @@ class Session:
                 keep, core = trial, trial_core
         return Outcome("unsat", core=self._label(core), released=outcome.released)
 
-    def implied(self, rule: Rule) -> Outcome:
-        """Every document of the shape that passes every other rule passes ``rule`` (unsat)."""
+    def implied(self, rule: Rule, hints: Iterable[str] = (), force: Iterable[str] = ()) -> Outcome:
+        """Every document of the shape that passes every other rule passes ``rule`` (unsat).
+        Like :meth:`reach`, slices first: the rules of ``hints``, then the goal's cone."""
         goal, early = self.goal(rule)
         if early is not None:
             return early
@@ -628,17 +630,29 @@ class Session:
         self.ensure_solver()
         self.sync([t for e in self.encoded.values() if e.terms for t in e.terms])
         self.close_prefix()
+        pool = [other for other in others if self.encoded[other.id].terms]
+        force = list(force)
+        hinted = [other for other in pool if other.id in set(hints)]
+        slices = ([hinted] if hinted else []) + [self._cone(rule, goal), self._cone(rule, goal, pool)]
+        for rules in ([] if force else slices):
+            sliced = self._sliced(rule, goal, rules) if rules else None
+            if sliced is not None:
+                return self._minimize_rules(rule, goal, sliced, pool)
         solver = self.solver
         solver.push()
         try:
-            for other in others:
-                encoded = self.encoded[other.id]
-                if encoded.terms:
-                    solver.assert_and_track(z3.And(*encoded.terms), other.id)
+            for other in pool:
+                solver.assert_and_track(z3.And(*self.encoded[other.id].terms), other.id)
             solver.assert_and_track(goal, f"goal:{rule.id}")
-            return self._solve()
+            for name in force:
+                if f"pin {name}" in self.pin_leaf:
+                    solver.add(z3.Bool(f"pin {name}"))
+            outcome = self._solve()
         finally:
             solver.pop()
+        if outcome.status == "unsat":
+            outcome = self._minimize_rules(rule, goal, outcome, pool)
+        return outcome
 
     def check(self, extra: Any, label: str = "claim", prefix_all: bool = True) -> Outcome:
         """Some document of the shape passes every rule (when ``prefix_all``) and satisfies

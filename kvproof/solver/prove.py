@@ -252,30 +252,65 @@ class Prover:
 
     # -- redundancy ---------------------------------------------------------------------------
     def redundancy(self, rule: Rule) -> Redundancy:
+        """Is ``rule`` implied by the others within the bound? ``needed`` comes with a document
+        the concrete checker refuses with that rule alone; an implication that holds only with
+        small-domain values held (``SHAPE:pin`` in a core) is reported unknown, not redundant."""
         start = time.perf_counter()
         cores: list[str] = []
-        unknown = []
+        unknown: list[str] = []
+        gaps: list[str] = []
+        seen: set[tuple] = set()
         out = Redundancy(rule.id, "redundant")
         for shape in self.candidates(rule):
             is_base = shape.parent is None
             session = self.session(shape, keep=is_base)
-            outcome = session.implied(rule)
-            if outcome.status == "sat":
-                out.verdict = "needed"
-                out.shape = shape.name
+            _goal, early = session.goal(rule)
+            if early is not None and early.status in ("trivial", "vacuous"):
+                continue
+            session.encode_all()
+            fingerprint = session.fingerprint(rule, every=True)
+            if fingerprint in seen:
+                continue
+            seen.add(fingerprint)
+            outcome = session.implied(rule, hints={c for c in cores if c in session.order})
+            force: set[str] = set()
+            for _round in range(4):
+                if outcome.status != "sat":
+                    break
+                from ..models.codec import dumps
+                from .symbolic import collect_consts
+
+                documents = [(file, dumps(tree)) for _, file, tree in session.trees(outcome.model)]
+                refused = _refusing_rules(documents, self.rules)
+                if refused == {rule.id}:
+                    out.verdict, out.shape = "needed", shape.name
+                    break
+                others = [r for r in self.rules if r.id in refused and r.id != rule.id and r.id in session.order]
+                if not others:
+                    gaps.append(f"{shape.name}: the checker refuses the candidate with {sorted(refused) or 'nothing'}")
+                    break
+                names = collect_consts([t for r in others for t in (session.encode(r).terms or [])])
+                force |= {leaf.name for leaf in session.active if any(n in names for n in leaf.var_names)}
+                outcome = session.implied(rule, force=force)
+            else:
+                gaps.append(f"{shape.name}: no candidate the checker confirms")
+            if out.verdict == "needed":
                 break
-            if outcome.status == "unsat":
+            if outcome.status == "unsat" and not force:
                 cores += [c for c in outcome.core if not c.startswith("goal:")]
             elif outcome.status == "unknown":
-                unknown.append(outcome.reason)
+                unknown.append(f"{shape.name}: {outcome.reason}")
             elif outcome.status == "error":
-                out.verdict = "unknown"
-                out.reason = outcome.reason
+                out.verdict, out.reason = "unknown", outcome.reason
                 break
         if out.verdict == "redundant":
-            if unknown:
+            pinned = sorted({c for c in cores if c.startswith("SHAPE:pin ")})
+            if unknown or gaps:
+                out.verdict, out.reason = "unknown", (unknown or gaps)[0]
+            elif pinned:
                 out.verdict = "unknown"
-                out.reason = unknown[0]
+                out.reason = f"implied only with small-domain values held ({len(pinned)} pins, e.g. {pinned[0]})"
+                out.implied_by = sorted({c for c in cores if not c.startswith("SHAPE:pin ")}, key=_core_key)
             else:
                 out.implied_by = sorted(set(cores), key=_core_key)
         out.seconds = time.perf_counter() - start
@@ -363,6 +398,21 @@ def summary_line(result: RuleResult) -> str:
 
 def to_json(results: list[RuleResult]) -> str:
     return json.dumps({"rules": [r.to_json() for r in results]}, indent=2) + "\n"
+
+
+def _refusing_rules(documents: list[tuple[str, str]], rules: list[Rule]) -> set[str]:
+    """The rules the concrete checker refuses the documents with (a document that does not load
+    gives the loader's IDs)."""
+    from ..rules.check import check
+
+    loaded = []
+    for file, text in documents:
+        try:
+            document = load_bytes(text.encode("utf-8"), file=f"witness/{file}")
+        except InputError as exc:
+            return {d.rule for d in exc.diagnostics}
+        loaded.append(attrs.evolve(document, role=role_of(file)))
+    return {d.rule for d in check(loaded, rules)}
 
 
 def replay_accepts(documents: list[tuple[str, str]]) -> tuple[bool, str]:

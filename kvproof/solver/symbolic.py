@@ -30,6 +30,7 @@ cattrs codec.
 
 from __future__ import annotations
 
+import copy
 import re
 import types
 import typing
@@ -234,69 +235,26 @@ class SymValue:
             return z3.And(self._is(STR_T), self.sval == other) if self.sval is not None else z3.BoolVal(False)
         raise TypeError(f"cannot compare {self.path} with {other!r}")
 
-    def __repr__(self) -> str:
-        return f"SymValue({self.path})"
-
-    __hash__ = object.__hash__
-
-    # -- Python's == across JSON scalars ------------------------------------------------------
-    def _has(self, tag: int) -> bool:
-        return tag in self._leaf.tags
-
-    def _is(self, tag: int):
-        return self.tag == tag if self._has(tag) else z3.BoolVal(False)
-
-    def _numeric_tag(self):
-        """Holds a number in Python's sense (int, bool or float): what ``==`` compares."""
-        return z3.Or(self._is(INT_T), self._is(BOOL_T), self._is(FLOAT_T))
-
-    @property
-    def is_number(self):
-        """``IsNumber``: a finite int or float (a bool is not a number here)."""
-        _accessed(self._leaf)
-        return z3.Or(self._is(INT_T), self._is(FLOAT_T))
-
-    @property
-    def real_value(self):
-        """``RealOf``: the exact value of an int or a float, 0 for anything else."""
-        _accessed(self._leaf)
-        if "real_value" not in self._cache:
-            real = z3.RealVal(0)
-            if self.rval is not None:
-                real = z3.If(self._is(FLOAT_T), self.rval, real)
-            if self.ival is not None:
-                real = z3.If(self._is(INT_T), z3.ToReal(self.ival), real)
-            self._cache["real_value"] = real
-        return self._cache["real_value"]
-
-    def same_scalar(self, other: Any):
-        """Exactly the same JSON value (``SameScalar``): same type and value; absent is not null."""
-        if isinstance(other, SymValue):
-            parts = [z3.And(self._is(t), other._is(t)) for t in (ABSENT_T, NULL_T)]
-            for tag, mine, theirs in ((INT_T, self.ival, other.ival), (BOOL_T, self.bval, other.bval),
-                                      (FLOAT_T, self.rval, other.rval), (STR_T, self.sval, other.sval)):
-                if mine is not None and theirs is not None:
-                    parts.append(z3.And(self._is(tag), other._is(tag), mine == theirs))
-            return z3.Or(*parts)
-        if other is ABSENT:
-            return self._is(ABSENT_T)
-        if other is None:
-            return self._is(NULL_T)
-        if isinstance(other, bool) or (z3.is_expr(other) and z3.is_bool(other)):
-            return z3.And(self._is(BOOL_T), self.bval == other) if self.bval is not None else z3.BoolVal(False)
-        if isinstance(other, int) or (z3.is_expr(other) and other.sort() == z3.IntSort()):
-            return z3.And(self._is(INT_T), self.ival == other) if self.ival is not None else z3.BoolVal(False)
-        if isinstance(other, float) or (z3.is_expr(other) and other.sort() == z3.RealSort()):
-            value = z3.RealVal(Fraction(other)) if isinstance(other, float) else other
-            return z3.And(self._is(FLOAT_T), self.rval == value) if self.rval is not None else z3.BoolVal(False)
-        if isinstance(other, str) or (z3.is_expr(other) and other.sort() == z3.StringSort()):
-            return z3.And(self._is(STR_T), self.sval == other) if self.sval is not None else z3.BoolVal(False)
-        raise TypeError(f"cannot compare {self.path} with {other!r}")
-
     def or_default(self, default: Any) -> Any:
-        """``OrDefault``: the value, or ``default`` when absent or null (a SymValue when the
-        default is None, so the result keeps its JSON type)."""
-        raise NotImplementedError  # see docs/solver-requests.md: logic.OrDefault does not delegate yet
+        """``OrDefault`` (for a delegating ``kvproof.logic.OrDefault``, docs/solver-requests.md):
+        the value, or ``default`` when absent or null. A ``None`` default gives the same leaf
+        with absent read as null, so the result keeps its JSON type for ``SameScalar``."""
+        if default is None:
+            view = copy.copy(self)
+            view.tag = z3.If(self.tag == ABSENT_T, z3.IntVal(NULL_T), self.tag) if self._has(ABSENT_T) else self.tag
+            view._cache = {}
+            return view
+        kind = self._leaf.kind
+        payload = self.value if kind in ("int", "signed", "scalar") else self._leaf.payload[_TYPE_TAG[kind]]
+        if isinstance(default, str):
+            default = z3.StringVal(default)
+        elif isinstance(default, bool):
+            default = z3.BoolVal(default)
+        elif isinstance(default, float):
+            default = z3.RealVal(Fraction(default))
+        elif isinstance(default, int):
+            default = z3.IntVal(default)
+        return z3.If(self.present, payload, default)
 
     def numeric(self):
         """The number it holds (int, bool as 0/1, float) as a term; Int when only ints are possible."""
@@ -966,27 +924,3 @@ def _sort_kind(term: Any) -> str:
 def witness_text(obj: Any) -> str:
     """Canonical JSON text of a concrete model object."""
     return dumps(unstructure(obj))
-
-
-def iter_terms(value: Any) -> Iterable[Any]:
-    """Every z3 term of a symbolic value (for diagnostics and tests)."""
-    if isinstance(value, SymValue):
-        yield value.tag
-        yield from value._leaf.payload.values()
-    elif z3.is_expr(value):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
-            yield from iter_terms(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from iter_terms(item)
-    elif attrs.has(type(value)):
-        for f in attrs.fields(type(value)):
-            yield from iter_terms(getattr(value, f.name))
-
-
-def _vars(term: Any) -> list:
-    from z3.z3util import get_vars
-
-    return get_vars(term)

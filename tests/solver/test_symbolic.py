@@ -149,3 +149,18 @@ def test_symbolic_control_flow_is_caught_not_compared_by_structure() -> None:
 def test_collect_consts_finds_the_leaves_of_a_term() -> None:
     a, b = z3.Int("a"), z3.String("b")
     assert collect_consts([z3.And(a > 1, b == "q", z3.If(a == 2, a, 3) > 0)]) == {"a", "b"}
+
+
+@given(SCALARS, st.one_of(st.none(), st.integers(-3, 3)))
+def test_or_default_matches_the_concrete_helper(value, default) -> None:
+    leaf, sym = scalar_leaf()
+    facts = fix(leaf, value)
+    concrete = L.OrDefault(value, default)
+    result = sym.or_default(default)
+    if default is None:
+        other = Leaf(path="$.z", spath="z", kind="scalar", optional=True, tags=leaf.tags)
+        other.make("")
+        expected = ABSENT if concrete is ABSENT else concrete
+        assert evaluate(result.same_scalar(other.term), facts + fix(other, expected))
+    elif isinstance(concrete, int) and not isinstance(concrete, bool):
+        assert evaluate(result == concrete, facts)
