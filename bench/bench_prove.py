@@ -1,12 +1,13 @@
 """Wall time of ``kvproof prove --all`` and of one rule (issue #6).
 
-Run: python bench/bench_prove.py [--rule PF011] [--max-shape groups=2,layers=2,workers=1,mutations=60] [--skip-all]
+Run: python bench/bench_prove.py [--rule BO007 --rule VC007] [--jobs 2] [--max-shape ...] [--skip-all]
 
 Prints, for one fresh process each (so nothing is cached between them):
 
-* ``prove RULE``: one rule with its candidate shapes (default PF011, a dead rule: every shape of
-  the bound is solved);
-* ``prove --all``: every rule of the registry, the verdict counts, and the five slowest rules;
+* ``prove RULE``: one rule with its candidate shapes (default BO007, reachable in the first shape,
+  and VC007, the seed-001 refusal expected dead: every shape of the bound is solved);
+* ``prove --all``: every rule of the registry with ``--jobs`` processes (``KVPROOF_JOBS``; default
+  2, the machine's two cores), the verdict counts, and the five slowest rules;
 * the ratio of the two.
 
 Wall times on a shared machine move with its load; the verdicts do not (the z3 resource limit is
@@ -24,10 +25,13 @@ import time
 from _common import ROOT, machine
 
 
-def run(args: list[str]) -> tuple[float, dict, int]:
+def run(args: list[str], jobs: int = 1) -> tuple[float, dict, int]:
+    import os
+
     start = time.perf_counter()
+    env = dict(os.environ, KVPROOF_JOBS=str(jobs))
     proc = subprocess.run([sys.executable, "-m", "kvproof", "prove", *args, "--format", "json"],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT, env=env)
     seconds = time.perf_counter() - start
     try:
         report = json.loads(proc.stdout)
@@ -38,29 +42,33 @@ def run(args: list[str]) -> tuple[float, dict, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rule", default="PF011")
+    parser.add_argument("--rule", action="append", default=None, help="a rule to time alone (repeatable)")
+    parser.add_argument("--jobs", type=int, default=2, help="processes for prove --all (default 2)")
     parser.add_argument("--max-shape", default=None)
     parser.add_argument("--skip-all", action="store_true", help="only the one rule")
     options = parser.parse_args()
     bound = ["--max-shape", options.max_shape] if options.max_shape else []
+    rules = options.rule or ["BO007", "VC007"]
 
     print(machine())
-    one, report, code = run([options.rule, *bound])
-    (result,) = report["rules"] or [{"verdict": "?", "shapes_tried": 0}]
-    print(f"prove {options.rule}: {one:8.2f} s  verdict {result['verdict']}  shapes {result.get('shapes_tried')}  "
-          f"exit {code}")
+    one = 0.0
+    for rule in rules:
+        one, report, code = run([rule, *bound])
+        (result,) = report["rules"] or [{"verdict": "?", "shapes_tried": 0}]
+        print(f"prove {rule}: {one:8.2f} s  verdict {result['verdict']}  shapes {result.get('shapes_tried')}  "
+              f"solver {result.get('seconds', 0):.2f} s  exit {code}")
     if options.skip_all:
         return 0
-    total, report, code = run(["--all", *bound])
+    total, report, code = run(["--all", *bound], options.jobs)
     rules = report["rules"]
     counts: dict[str, int] = {}
     for r in rules:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    print(f"prove --all: {total:8.2f} s  {len(rules)} rules  "
+    print(f"prove --all (jobs {options.jobs}): {total:8.2f} s  {len(rules)} rules  "
           + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())) + f"  exit {code}")
     for r in sorted(rules, key=lambda r: -r["seconds"])[:5]:
         print(f"   {r['rule']}  {r['seconds']:7.2f} s  {r['verdict']}  shapes {r['shapes_tried']}")
-    print(f"ratio --all / {options.rule}: {total / one:.1f}")
+    print(f"ratio --all / {options.rule[-1] if options.rule else 'VC007'}: {total / one:.1f}")
     return 0
 
 

@@ -18,6 +18,41 @@ EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3,
 FORMATS = ["text", "json", "sarif", "junit"]
 
 
+class Seconds(click.ParamType):
+    """A solver time limit: a positive, finite number of seconds (``nan``, ``inf`` and ``0`` are
+    usage errors, not a solver call that can never time out or never start)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0 or seconds > 10**9:
+            self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        return seconds
+
+
+SECONDS = Seconds()
+
+
+def _examples_problems(examples: str) -> list[str]:
+    """``prove --examples DIR``: each ``DIR/*/*.json`` template loads strictly, read as ``check``
+    reads documents (the prover's own reader skips bad files and would block on a FIFO)."""
+    from pathlib import Path
+
+    from .commands.check import unloadable
+
+    root = Path(examples)
+    if not root.is_dir():
+        return [f"{examples}: LD001 $: --examples: not a directory"]
+    files = sorted(p for directory in root.iterdir() if directory.is_dir() for p in directory.glob("*.json"))
+    return [d.render() for d in unloadable(files)]
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kvproof")
 def cli() -> None:
@@ -110,7 +145,7 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.argument("rule_ids", nargs=-1)
 @click.option("--all", "all_rules", is_flag=True, help="Every rule of the registry.")
 @click.option("--max-shape", help="Shape bound [default: groups=2,layers=2,workers=1,mutations=60].")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per solver call.")
+@click.option("--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per solver call.")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
               help="Deterministic z3 resource limit per solver call [default: 40000000].")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -122,6 +157,11 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
     Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
+    if examples is not None:
+        problems = _examples_problems(examples)
+        if problems:
+            click.echo("\n".join(problems))
+            sys.exit(EXIT_BAD_INPUT)
     from .commands.prove import run
 
     sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples))
@@ -134,7 +174,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
 @click.option("--claims", "claims_file", type=click.Path(dir_okay=False), help="A Python file of @claim functions.")
 @click.option("--all", "all_claims", is_flag=True, help="Every shipped claim.")
 @click.option("--max-shape", help="Shape bound, e.g. groups=2,layers=2.")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per solver call.")
+@click.option("--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per solver call.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
 def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,
@@ -144,7 +184,13 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
     EXPRESSION is Python over `doc` (the symbolic document) with the kvproof.logic helpers and
     `sim`, e.g. "All(Implies(g.kind == 'state', g.page_size_bytes > 0) for g in
     doc.resources.cache_groups)". Exit 0 as expected (an expression: it holds), 1 refuted or contrary
-    to a claim's declared expectation, 2 usage, 3 unknown."""
+    to a claim's declared expectation, 2 usage, 3 unknown.
+
+    EXPRESSION and --claims FILE are Python code, run with your privileges like `python -c`: pass
+    only code you wrote or trust. (Documents never run as code; see docs/formats.md.)"""
+    if claims_file is not None and not os.path.isfile(claims_file):  # a FIFO or a device would block the import
+        click.echo(f"kvproof claim: --claims {claims_file}: not a regular file", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     from .commands.claim import run
 
     sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir))
@@ -155,13 +201,15 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
 @click.option("--minimize", "minimize", help="Expression to minimize.")
 @click.option("--maximize", "maximize", help="Expression to maximize.")
 @click.option("--open", "open_fields", multiple=True, help="JSON path of a field the optimizer may change (repeatable).")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds for the optimizer.")
+@click.option("--timeout", type=SECONDS, default=30.0, show_default=True, help="Seconds for the optimizer.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the optimal document here.")
 def explore(template: str, minimize: str | None, maximize: str | None, open_fields: tuple[str, ...], timeout: float,
             fmt: str, output: str | None) -> None:
     """Optimize an expression over the open fields of a document template with z3 (every rule
-    must accept the result). Exit 0 optimum found, 1 no accepted document, 2 usage, 3 unknown."""
+    must accept the result). The expression is a formula over `doc` with the kvproof.logic helpers,
+    checked by a restricted parser (no names or attributes starting with `_`, calls of helpers
+    only). Exit 0 optimum found, 1 no accepted document, 2 usage or bad input, 3 unknown."""
     from .commands.explore import run
 
     sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output))
@@ -198,6 +246,17 @@ def _dispatch(argv: list[str] | None) -> int:
         return EXIT_OK
     except MemoryError:
         click.echo("kvproof: out of memory: the input is too large to check", err=True)
+        return EXIT_BAD_INPUT
+    except RecursionError:  # an expression or document nested past the interpreter's limit
+        if os.environ.get("KVPROOF_DEBUG"):
+            raise
+        click.echo("kvproof: the input is nested too deeply (set KVPROOF_DEBUG=1 for details)", err=True)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # a file or directory the command cannot read or write (an --output, a --witness-dir)
+        if os.environ.get("KVPROOF_DEBUG"):
+            raise
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        click.echo(f"kvproof: cannot read or write{where}: {exc.strerror or exc}", err=True)
         return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("KVPROOF_DEBUG"):

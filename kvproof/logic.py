@@ -16,6 +16,7 @@ divide declare prerequisites (``after=``) that make the divisor positive.
 from __future__ import annotations
 
 import math
+import sys
 from functools import reduce
 from typing import Any, Iterable
 
@@ -23,9 +24,12 @@ __all__ = [
     "is_symbolic", "If", "And", "Or", "Not", "Implies", "div", "mod", "cdiv", "round_up",
     "fdiv", "Sum", "Min", "Max", "gcd", "lcm", "concrete_bool", "z3",
     "concrete_only", "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar", "IsNumber", "RealOf", "OrDefault",
+    "ConcreteRequired",
 ]
 
 _z3 = None
+#: ``z3.AstRef`` once z3 is imported (by anyone): until then no value can be a z3 term.
+_AST: type | None = None
 
 
 def z3():
@@ -36,6 +40,51 @@ def z3():
 
         _z3 = module
     return _z3
+
+
+def _ast_class() -> type | None:
+    """``z3.AstRef`` when z3 has been imported, else None (without importing it)."""
+    global _AST
+    if _AST is None:
+        module = sys.modules.get("z3")
+        ast = getattr(module, "AstRef", None) if module is not None else None
+        if ast is None:
+            return None
+        _AST = ast
+    return _AST
+
+
+class ConcreteRequired(TypeError):
+    """A helper that needs concrete operands (``gcd``, ``lcm``, a value that selects structure)
+    was given symbolic ones. ``terms`` holds the symbolic operands as z3 terms (a symbolic
+    optional field contributes the terms of its protocol attributes), so the solver can pin
+    exactly the leaves they read and build its shape again."""
+
+    #: The symbolic leaf object involved, when one is known (the solver's ``SymbolicFlowError``
+    #: sets it); the z3 term read in Python control flow, likewise.
+    leaf: Any = None
+    term: Any = None
+
+    def __init__(self, message: str, terms: Iterable[Any] = ()):
+        super().__init__(message)
+        self.terms = [term for value in terms for term in _terms_of(value)]
+
+
+def _terms_of(value: Any) -> list:
+    """The z3 terms a symbolic operand stands for (a protocol object: its symbolic attributes)."""
+    if is_symbolic(value):
+        return [value]
+    out = []
+    for attr in ("present", "value"):
+        term = getattr(value, attr, None)
+        if is_symbolic(term):
+            out.append(term)
+    return out
+
+
+def _symbolic_operands(items: Iterable[Any]) -> list:
+    """The operands that are z3 terms or symbolic optional fields."""
+    return [v for v in items if is_symbolic(v) or is_symbolic(getattr(v, "present", None))]
 
 
 _PLAIN_TYPES = frozenset({int, bool, float, str, type(None), list, tuple, dict})
@@ -62,15 +111,17 @@ class concrete_only:
 
 
 def is_symbolic(*values: Any) -> bool:
-    """True when any value is a z3 expression (checked without importing z3)."""
+    """True when any value is a z3 expression (an instance of ``z3.AstRef``; z3 is never imported
+    here: before anyone imports it, nothing can be a z3 term)."""
     if _CONCRETE_ONLY:
         return False
+    ast = _AST if _AST is not None else _ast_class()
+    if ast is None:
+        return False
     for value in values:
-        kind = type(value)
-        if kind in _PLAIN_TYPES:
+        if type(value) in _PLAIN_TYPES:
             continue
-        module = kind.__module__
-        if module is not None and module.startswith("z3"):
+        if isinstance(value, ast):
             return True
     return False
 
@@ -111,11 +162,22 @@ def _lift(value: Any, like: Any) -> Any:
     z = z3()
     if isinstance(value, bool):
         return z.BoolVal(value)
+    if isinstance(value, str):
+        return _string_val(value)
+    if isinstance(value, float):
+        from fractions import Fraction
+
+        return z.RealVal(Fraction(value))  # exactly the float (RealVal(0.1) would be 1/10)
     if like.sort() == z.RealSort():
         return z.RealVal(value)
-    if isinstance(value, float):
-        return z.RealVal(value)
     return z.IntVal(value)
+
+
+def _string_val(value: str) -> Any:
+    """A z3 string constant equal to ``value`` character by character (``z3.StringVal`` alone
+    would read ``\\u{..}`` sequences in it as escapes)."""
+    escaped = "".join(c if 32 <= ord(c) < 127 and c != "\\" else f"\\u{{{ord(c):x}}}" for c in value)
+    return z3().StringVal(escaped)
 
 
 def And(*values: Any) -> Any:
@@ -224,19 +286,24 @@ def Max(*values: Any) -> Any:
 
 
 def gcd(*values: Any) -> int:
-    """gcd of concrete values. Symbolic operands are refused: keep solver queries linear by
-    pinning such factors (block sizes, alignments) per shape."""
+    """gcd of concrete values. Symbolic operands are refused with :class:`ConcreteRequired`
+    (naming them): keep solver queries linear by pinning such factors (block sizes, alignments)
+    per shape."""
     items = _flatten(values)
-    if is_symbolic(*items):
-        raise TypeError("gcd needs concrete operands; pin them per shape to keep queries linear")
+    if not _CONCRETE_ONLY:
+        symbolic = _symbolic_operands(items)
+        if symbolic:
+            raise ConcreteRequired("gcd needs concrete operands; pin them per shape to keep queries linear", symbolic)
     return math.gcd(*items)
 
 
 def lcm(*values: Any) -> int:
     """lcm of concrete values (see ``gcd``)."""
     items = _flatten(values)
-    if is_symbolic(*items):
-        raise TypeError("lcm needs concrete operands; pin them per shape to keep queries linear")
+    if not _CONCRETE_ONLY:
+        symbolic = _symbolic_operands(items)
+        if symbolic:
+            raise ConcreteRequired("lcm needs concrete operands; pin them per shape to keep queries linear", symbolic)
     return math.lcm(*items)
 
 
@@ -276,17 +343,39 @@ def HasKey(value: Any) -> Any:
     return type(value).__name__ != "Absent"
 
 
+# A plain z3 term (a required field, or a term a body built) is a present value of its sort: an
+# Int term holds an integer, a Real term a number, a Bool or String term neither.
+
+
+def _is_sort(term: Any, name: str) -> bool:
+    z = z3()
+    return term.sort() == {"int": z.IntSort, "real": z.RealSort}[name]()
+
+
 def IsInt(value: Any) -> Any:
     """The field holds an integer (a bool or a float is not one)."""
-    if not _CONCRETE_ONLY and hasattr(value, "is_int") and is_symbolic(value.is_int):
-        return value.is_int
+    if not _CONCRETE_ONLY:
+        if is_symbolic(value):  # before the protocol: a z3 Int term's own ``is_int`` is z3's method
+            return _is_sort(value, "int")
+        if hasattr(value, "is_int") and is_symbolic(value.is_int):
+            return value.is_int
     return type(value) is int
 
 
 def ValueOf(value: Any, default: Any = 0) -> Any:
     """The integer value of an optional or scalar field; ``default`` when it holds none."""
-    if not _CONCRETE_ONLY and hasattr(value, "value") and is_symbolic(getattr(value, "value")):
-        return value.value
+    if not _CONCRETE_ONLY:
+        if is_symbolic(value):
+            return value if _is_sort(value, "int") else default
+        if hasattr(value, "value") and is_symbolic(getattr(value, "value")):
+            is_int = getattr(value, "is_int", None)
+            if not is_symbolic(is_int):  # not the protocol's Bool: the value alone, as before
+                return value.value
+            if z3().is_false(is_int):  # a bool, float or string field: its payload is no integer
+                return default
+            if type(default) in (int, bool) and default == 0:
+                return value.value  # the protocol's value is already 0 without an integer
+            return If(is_int, value.value, default)
     if type(value) is int:
         return value
     return default
@@ -298,24 +387,60 @@ def IntIs(value: Any, predicate) -> Any:
 
 
 def SameScalar(a: Any, b: Any) -> Any:
-    """Two evidence values are the same JSON value (``true`` is not ``1``, ``1.0`` is not ``1``)."""
-    if not _CONCRETE_ONLY and is_symbolic(*(getattr(v, attr, None) for v in (a, b) for attr in ("is_int", "value", "present"))):
-        return And(Present(a) == Present(b), IsInt(a) == IsInt(b), ValueOf(a) == ValueOf(b))
+    """Two evidence values are the same JSON value (``true`` is not ``1``, ``1.0`` is not ``1``,
+    absent is not null).
+
+    Symbolically a side that offers ``same_scalar`` (the solver's optional and scalar leaves:
+    exact JSON identity) decides; plain z3 terms (required fields) are the same when their sorts
+    match the other side's type and their values are equal."""
+    if not _CONCRETE_ONLY:
+        for x, y in ((a, b), (b, a)):
+            same = getattr(x, "same_scalar", None)
+            if same is not None and is_symbolic(getattr(x, "present", None)):
+                return same(y)
+        if is_symbolic(a, b):
+            return _same_plain(a, b)
+        if is_symbolic(*(getattr(v, attr, None) for v in (a, b) for attr in ("is_int", "value", "present"))):
+            # a protocol object without ``same_scalar``: presence, int-ness and integer value
+            return And(Present(a) == Present(b), IsInt(a) == IsInt(b), ValueOf(a) == ValueOf(b))
     return type(a) is type(b) and a == b
+
+
+def _same_plain(a: Any, b: Any) -> Any:
+    """SameScalar where at least one side is a plain z3 term and neither speaks the protocol."""
+    z = z3()
+    if not is_symbolic(a):
+        a, b = b, a
+    sort = a.sort()
+    if is_symbolic(b):
+        return a == b if b.sort() == sort else False
+    kind = {bool: z.BoolSort(), int: z.IntSort(), float: z.RealSort(), str: z.StringSort()}.get(type(b))
+    if kind is None or kind != sort:
+        return False  # absent, null, a list, or another JSON type
+    return a == _lift(b, a)
 
 
 def IsNumber(value: Any) -> Any:
     """The field holds a finite int or float (a bool is not a number here)."""
-    if not _CONCRETE_ONLY and hasattr(value, "is_number") and is_symbolic(value.is_number):
-        return value.is_number
+    if not _CONCRETE_ONLY:
+        if is_symbolic(value):
+            return _is_sort(value, "int") or _is_sort(value, "real")
+        if hasattr(value, "is_number") and is_symbolic(value.is_number):
+            return value.is_number
     return type(value) in (int, float) and math.isfinite(value)
 
 
 def RealOf(value: Any) -> Any:
     """The exact value of a numeric field: a ``Fraction`` concretely (0 for a non-number), a z3
     Real symbolically, so float evidence compares exactly in both worlds."""
-    if not _CONCRETE_ONLY and hasattr(value, "real_value") and is_symbolic(value.real_value):
-        return value.real_value
+    if not _CONCRETE_ONLY:
+        if is_symbolic(value):
+            z = z3()
+            if _is_sort(value, "int"):
+                return z.ToReal(value)
+            return value if _is_sort(value, "real") else z.RealVal(0)
+        if hasattr(value, "real_value") and is_symbolic(value.real_value):
+            return value.real_value
     if type(value) in (int, float) and math.isfinite(value):
         from fractions import Fraction
 
@@ -326,8 +451,15 @@ def RealOf(value: Any) -> Any:
 
 
 def OrDefault(value: Any, default: Any) -> Any:
-    """An optional field's value, or ``default`` when it is absent or null."""
+    """An optional field's value, or ``default`` when it is absent or null.
+
+    Symbolically a field that offers ``or_default`` (the solver's leaves) builds the result
+    itself, so any default works (``None``, a string: the result keeps its JSON type for
+    ``SameScalar``); otherwise ``If(present, value, default)``."""
     if not _CONCRETE_ONLY and hasattr(value, "present") and is_symbolic(value.present):
+        or_default = getattr(value, "or_default", None)
+        if or_default is not None:
+            return or_default(default)
         return If(value.present, value.value, default)
     if value is None or type(value).__name__ == "Absent":
         return default

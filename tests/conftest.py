@@ -13,6 +13,10 @@ EXAMPLES = ROOT / "examples"
 # (HYPOTHESIS_PROFILE=campaign python -m pytest ...).
 settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("campaign", max_examples=5000, deadline=None, suppress_health_check=list(HealthCheck))
+# "conformance": the acceptance run of the vLLM conformance suite (tests/conformance), 400 geometries
+# per model family (8 families: 3,200 cases, over 2,000 of them distinct), well under 20 minutes on
+# 2 cores; see docs/conformance.md.
+settings.register_profile("conformance", max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

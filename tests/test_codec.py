@@ -142,3 +142,44 @@ def test_explicit_null_stays_null_and_absent_stays_absent() -> None:
     del doc["resources"]["cache_groups"][4]["sliding_window"]
     text = json.dumps(doc, indent=2) + "\n"
     assert dumps(unstructure(load_bytes(text).obj)) == text
+
+
+def test_refusal_is_public_and_becomes_an_ld002_at_its_path() -> None:
+    """``Refusal`` (formerly ``_Refusal``) is the codec's public way for a structure hook to refuse
+    a value; the geometry hooks raise it, and its text is the diagnostic at the value's path."""
+    from kvproof.models import codec
+    from kvproof.models.geometry import load_geometry
+
+    assert "Refusal" in codec.__all__ and issubclass(codec.Refusal, ValueError)
+    assert not hasattr(codec, "_Refusal")  # no importer of the private name is left in the repository
+    with pytest.raises(InputError) as error:
+        load_geometry({"layers": [], "max_model_len": 16, "available_memory_bytes": 1, "block_size": "16"}, "g.json")
+    assert [d.render() for d in error.value.diagnostics] == [
+        "g.json: LD002 $.block_size: expected a positive integer, got a string"]
+
+
+def test_read_document_reads_a_file_whole_and_bounds_the_rest(tmp_path) -> None:
+    """A regular file is read in one call sized by the file (not a 64 MiB buffer); a file that
+    grows past its stat size is still read to its end, and never past the bound."""
+    from kvproof.models import documents
+    from kvproof.models.codec import MAX_DOCUMENT_BYTES
+
+    path = tmp_path / "doc.json"
+    path.write_bytes(b"[1]")
+    assert documents.read_document(path) == b"[1]"
+
+    class Growing:
+        def __init__(self, data: bytes):
+            self.data, self.calls = data, []
+
+        def read(self, n: int) -> bytes:
+            self.calls.append(n)
+            out, self.data = self.data[:n], self.data[n:]
+            return out
+
+    grown = Growing(b"x" * 10)
+    assert documents._read_bounded(grown, 4, 100) == b"x" * 10
+    endless = Growing(b"y" * (3 << 20))
+    assert len(documents._read_bounded(endless, documents._CHUNK, (2 << 20) + 1)) == (2 << 20) + 1
+    assert max(endless.calls) <= documents._CHUNK
+    assert MAX_DOCUMENT_BYTES + 1 > documents._CHUNK

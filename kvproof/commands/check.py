@@ -39,6 +39,19 @@ def expand(paths: Iterable[str]) -> tuple[list[Path], list[FileResult]]:
     return files, problems
 
 
+def unloadable(files: Iterable[Path]) -> list[Diagnostic]:
+    """The loader diagnostics of the given files, each read and loaded as ``check`` does
+    (bounded size, a FIFO without blocking, strict JSON). Commands that hand documents to code
+    that reads them less carefully (``fuzz`` PATHs, ``prove --examples``) call this first."""
+    problems: list[Diagnostic] = []
+    for path in files:
+        try:
+            load_path(path)
+        except InputError as exc:
+            problems.extend(exc.diagnostics)
+    return problems
+
+
 def evaluate(paths: Iterable[str], probe: Iterable[str] = ()) -> list[FileResult]:
     """Load every document, check the loadable ones together, one result per file.
 

@@ -349,11 +349,30 @@ def render_json(run: FuzzRun) -> str:
     return json.dumps(out, indent=2) + "\n"
 
 
+def unloadable(paths: list[str]) -> list:
+    """The loader diagnostics of every input file, read the way ``kvproof check`` reads them
+    (bounded size, a FIFO without blocking, unreadable files and directories as ``LD001``), before
+    a campaign touches them: bad input is exit 2 with a diagnostic, never a hang or a traceback."""
+    from .check import expand, unloadable as load_problems
+
+    files, missing = expand(paths)
+    return [d for result in missing for d in result.diagnostics] + load_problems(files)
+
+
 def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str, jobs: int,
         strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False) -> int:
     chosen = list(paths) or default_paths()
     if not chosen:
         sys.stderr.write("kvproof fuzz: no PATH given and no bundled examples found\n")
+        return EXIT_BAD_INPUT
+    problems = unloadable(chosen)
+    if fixtures is not None and not Path(fixtures).is_dir():
+        from ..diagnostics import Diagnostic
+
+        problems.append(Diagnostic("LD001", "$", "--fixtures: no such directory", fixtures))
+    if problems:
+        for diagnostic in problems:
+            sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")
         return EXIT_BAD_INPUT
     try:
         result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,

@@ -18,6 +18,7 @@ def run(
     redundant: bool = False,
     rlimit: int | None = None,
     examples: str | None = None,
+    jobs: int | None = None,
 ) -> int:
     from ..rules.registry import all_rules as registry
     from ..solver.engine import Config
@@ -47,12 +48,17 @@ def run(
     prover = Prover(rules, bound, config, Path(examples) if examples else None)
     selected = [rule for rule in rules if all_rules or rule.id in rule_ids]
 
+    if jobs is None:
+        jobs = _jobs_from_env()
+    if jobs < 1:
+        sys.stderr.write("kvproof prove: --jobs must be at least 1\n")
+        return EXIT_USAGE
+
     if redundant:
-        return _redundant(prover, selected, fmt)
+        return _redundant(prover, selected, fmt, jobs)
 
     results = []
-    for rule in selected:
-        result = prover.prove(rule)
+    for result in _results(prover, selected, "prove", jobs):
         if witness_dir and result.verdict == "reachable":
             result.witness = write_witness(Path(witness_dir), result)
         results.append(result)
@@ -78,17 +84,73 @@ def run(
     return EXIT_OK
 
 
-def _redundant(prover, selected, fmt: str) -> int:
+def _jobs_from_env() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("KVPROOF_JOBS", "1"))
+    except ValueError:
+        return 1
+
+
+# -- several processes: rules are independent questions; each process keeps its own sessions --
+
+_WORKER: dict = {}
+
+
+def _init_worker(bound, config, examples) -> None:
+    from ..solver.prove import Prover
+
+    _WORKER["prover"] = Prover(None, bound, config, examples)
+
+
+def _work(task: tuple):
+    kind, rule_id, shard = task
+    prover = _WORKER["prover"]
+    rule = next(r for r in prover.rules if r.id == rule_id)
+    return prover.prove(rule, shard) if kind == "prove" else prover.redundancy(rule, shard)
+
+
+def _results(prover, selected, kind: str, jobs: int):
+    """Results in registry order; with ``jobs`` > 1 from a process pool (each process proves the
+    rules handed to it with its own Prover; the order of the output does not change)."""
+    if jobs <= 1 or len(selected) <= 1:
+        for rule in selected:
+            yield prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
+                             initargs=(prover.bound, prover.config, prover.examples)) as pool:
+        from ..solver.prove import merge, merge_redundancy
+
+        # a rule expected dead searches every shape of the bound: it goes first, its shapes
+        # split among the processes (the parts are merged: a witness wins, else the union of
+        # the cores)
+        first = sorted(selected, key=lambda r: r.expect != "dead")
+        futures = {}
+        for rule in first:
+            shards = jobs if rule.expect == "dead" else 1
+            futures[rule.id] = [pool.submit(_work, (kind, rule.id, (i, shards))) for i in range(shards)]
+        for rule in selected:
+            parts = [future.result() for future in futures[rule.id]]
+            yield parts[0] if len(parts) == 1 else (merge if kind == "prove" else merge_redundancy)(parts)
+
+
+def _redundant(prover, selected, fmt: str, jobs: int = 1) -> int:
     import json
 
     results = []
-    for rule in selected:
-        result = prover.redundancy(rule)
+    for result in _results(prover, selected, "redundancy", jobs):
         results.append(result)
         if fmt == "text":
             if result.verdict == "redundant":
-                implied = ", ".join(result.implied_by) or "(the shape's structure)"
+                implied = ", ".join(r for r in result.implied_by if ":" not in r.split(" ")[0]) or "(axioms and structure)"
                 line = f"{result.rule}  redundant  implied by: {implied}"
+                if result.pinned:
+                    line += f" (small-domain values held: SHAPE:pin ×{result.pinned})"
             elif result.verdict == "needed":
                 line = f"{result.rule}  needed     (shape: {result.shape})"
             else:

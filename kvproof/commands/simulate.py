@@ -9,32 +9,51 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from ..diagnostics import LOAD_SYNTAX, Diagnostic, InputError
+from ..diagnostics import InputError
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 
-__all__ = ["run", "render_text"]
+__all__ = ["run", "render_text", "read_geometry"]
+
+
+def read_geometry(path: str):
+    """Read and load a geometry file through the document reading path of ``kvproof check``
+    (``read_document``, ``parse_json``, ``load_tree`` of :mod:`kvproof.models`): at most ``MAX_DOCUMENT_BYTES`` + 1 bytes are
+    read (a device or an endless pipe is too large), a FIFO is opened without blocking, a
+    directory or a missing file is ``LD001``, a document too big to hold in memory is ``LD001``;
+    a record or a profile is ``LD003``; then the geometry is loaded strictly. Raises :class:`InputError`."""
+    from ..diagnostics import LOAD_KIND, LOAD_SYNTAX, Diagnostic
+    from ..models.codec import parse_json
+    from ..models.documents import detect_kind, load_tree, read_document
+
+    data = read_document(path)
+    try:
+        tree = parse_json(data, path)
+        kind = detect_kind(tree)
+        if kind not in (None, "geometry"):  # a record or a profile given where a geometry belongs
+            raise InputError([Diagnostic(LOAD_KIND, "$", f"a {kind} document, not a geometry (kvproof check takes it)",
+                                         path)])
+        return load_tree(tree, path, kind="geometry").obj
+    except MemoryError:
+        raise InputError([Diagnostic(LOAD_SYNTAX, "$", "document needs more memory than is available to load it",
+                                     path)]) from None
 
 
 def _read(path: str) -> dict[str, Any]:
-    from ..models.geometry import load_geometry
     from ..sim.document import bad_input_document, simulate_geometry
 
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        return bad_input_document(InputError([Diagnostic(LOAD_SYNTAX, "$", f"cannot read file: {exc.strerror}", path)]))
-    try:
-        geometry = load_geometry(data, path)
+        geometry = read_geometry(path)
     except InputError as error:
         return bad_input_document(error)
     return simulate_geometry(geometry)
 
 
 def _fmt_int(value: Any) -> str:
+    if value is None:
+        return "-"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
@@ -78,7 +97,11 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
     lines.append(f"  max_model_len            {_fmt_int(result.get('max_model_len'))}")
     lines.append(f"  blocks per request       {sum(result['per_group_blocks_per_request']):,} "
                  f"({' + '.join(str(n) for n in result['per_group_blocks_per_request'])})")
-    lines.append(f"  max_concurrency          {result['max_concurrency']:.2f}x")
+    concurrency = result.get("max_concurrency")
+    if concurrency is None:  # an attention-free model: vLLM computes no capacity
+        lines.append("  max_concurrency          - (no KV cache layers: vLLM computes no capacity)")
+    else:
+        lines.append(f"  max_concurrency          {concurrency:.2f}x")
     lines.append(f"  kv_cache_size_tokens     {_fmt_int(result['kv_cache_size_tokens'])}")
     lines.append("")
     lines.append("Block sizes:")

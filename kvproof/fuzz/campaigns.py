@@ -118,13 +118,14 @@ def collect_inputs(paths: Iterable[str]) -> tuple[list[RecordSet], list[tuple[st
     """Record sets (by directory) and geometries ``(file, Geometry)`` of the given paths; a file
     that does not load raises :class:`InputError`."""
     from ..models.codec import parse_json
+    from ..models.documents import read_document
 
     by_directory: dict[str, list[InputDocument]] = {}
     geometries: list[tuple[str, Any]] = []
     problems = []
     for path in _expand(paths):
         try:
-            data = path.read_bytes()
+            data = read_document(path)  # bounded: /dev/zero is too large, a FIFO reads empty
             tree = parse_json(data, str(path))
             document = load_tree(tree, str(path))
         except InputError as exc:

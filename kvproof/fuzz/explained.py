@@ -162,6 +162,15 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
                 "value", ops=_ABSENCE, when=_in_flight_derivable),
     Explanation("SchedulerCache", "mamba_cache_mode", "absent and null both mean no Mamba mode", ops=("remove",),
                 when=_was(None)),
+    Explanation("SchedulerCache", "mamba_cache_mode", "'none' is CacheConfig's default mode (config/cache.py), what "
+                "vLLM holds for a model without Mamba layers, whose resolved mode the record leaves null",
+                ops=("value",), when=lambda e, t: e.value == "none"
+                and _at(t, ("resolved_config", "mamba_cache_mode")) is None),
+    Explanation("LayerSpec", "dtype", "the same torch dtype spelled with its module prefix (str(torch.bfloat16))",
+                ops=("value",), when=lambda e, t: isinstance(e.value, str) and e.value.startswith("torch.")
+                and e.value.removeprefix("torch.") == _old(e, t)),
+    Explanation("WorkerCache", "model_runner", "optional evidence: VC009 checks it when present (older probes and "
+                "synthesized records have none)", ops=_ABSENCE),
     Explanation("SchedulerCache", "cache_hit_alignment_tokens", "optional evidence: PC007 checks it when present",
                 ops=_ABSENCE),
     Explanation("WorkerCache", "attention_groups", "optional evidence: VC005 checks it when present", ops=_ABSENCE),
@@ -196,15 +205,12 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
 _UNKNOWN_OR_ABSENT = ("null", "remove", "unknown", "text")
 
 KNOWN_GAPS: tuple[Explanation, ...] = (
-    # F001-F002: resolved settings
-    *(Explanation("ResolvedConfig", field, "a worker's resolved_config is judged by no rule and not compared with "
-                  "its scheduler's", id="F001", when=_is_worker)
-      for field in ("max_model_len", "block_size", "decode_context_parallel_size", "max_in_flight_tokens",
-                    "max_num_batched_tokens", "async_scheduling", "pipeline_parallel_size", "mamba_cache_mode",
-                    "prefix_match_unit", "enable_prefix_caching", "num_speculative_tokens")),
-    *(Explanation("ResolvedConfig", field, "max_in_flight_tokens is not checked against its derivation from "
-                  "max_num_batched_tokens, async_scheduling and pipeline_parallel_size", id="F002", when=_is_scheduler)
-      for field in ("max_in_flight_tokens", "max_num_batched_tokens", "async_scheduling", "pipeline_parallel_size")),
+    # F001-F002: resolved settings (SU006 compares a worker's shared settings with its scheduler's,
+    # SU007 derives max_in_flight_tokens)
+    Explanation("ResolvedConfig", "block_size", "a worker's block_size is not compared with its scheduler's (a "
+                "multiprocess executor aligns it in the workers only, so SU006 leaves it out)", id="F001",
+                when=_is_worker),
+
     # F005 before F003/F004: a missing, null or unknown value of a later layer spec
     *(Explanation("LayerSpec", field, "a layer spec may lack a field its vLLM class has, hold null, or hold a value "
                   "no vLLM enumeration has", id="F005", ops=_UNKNOWN_OR_ABSENT, when=_later_layer_spec)
@@ -215,61 +221,61 @@ KNOWN_GAPS: tuple[Explanation, ...] = (
                     "num_head_slots")),
     Explanation("LayerSpec", "cache_role", "a layer's cache role (sparse attention or indexer) is not checked against "
                 "its spec", id="F005", when=_later_layer_spec),
-    *(Explanation("LayerSpec", field, "a layer spec's page is not derived from its fields", id="F003",
-                  when=_later_layer_spec)
-      for field in ("page_size_bytes", "page_size_padded", "num_kv_heads", "head_size", "head_size_v", "dtype",
-                    "cache_dtype_str", "tokens_per_state", "state_content_bytes", "num_head_slots")),
-    *(Explanation("LayerSpec", field, "the layer specs of one UniformTypeKVCacheSpecs group are not checked against "
-                  "vLLM's uniform-type conditions and the model-wide settings", id="F004", when=_later_layer_spec)
-      for field in ("spec_type", "sliding_window", "attention_chunk_size", "extra_retained_tokens",
-                    "num_speculative_blocks", "mamba_cache_mode", "dcp_sharded", "num_prefill_checkpoint_blocks",
-                    "prefill_checkpoint_alignment")),
-    # F006-F008: a hybrid group against its layer specs
-    Explanation("WorkerGroup", "spec_type", "a hybrid group's spec_type is not checked against its layer specs",
-                id="F006", when=lambda e, t: not _plain(e, t)),
-    *(Explanation("WorkerGroup", field, "a hybrid group's block_size_tokens and page_size_bytes are not checked "
-                  "against its layer specs", id="F007", when=lambda e, t: not _plain(e, t))
-      for field in ("block_size_tokens", "page_size_bytes")),
-    # F008 (layer_specs keys against layer_names) was fixed by SC007.
-    Explanation("WorkerGroup", "layer_specs", "a group of a hybrid worker record may drop its layer specs", id="F018",
-                ops=_ABSENCE, when=lambda e, t: not _plain(e, t)),
+    # F003: SC013 derives every stated spec's page from its fields.
+    Explanation("LayerSpec", "spec_type", "the full-attention classes (Full, MLA, HiddenState, Sink) are one uniform "
+                "type (SC009); a later layer's class is not checked against its fields (F003)", id="F004",
+                when=_later_layer_spec),
+    *(Explanation("LayerSpec", field, "a later layer of a uniform-type group may name another dtype of the same "
+                  "element size (the page is unchanged, SC013) or another cache_dtype_str; a merged group's layers must "
+                  "agree (SC010)", id="F005", ops=("value",), when=_later_layer_spec)
+      for field in ("dtype", "cache_dtype_str")),
+    # F006, F007 (SC008-SC010), F008 (SC007), F018 (SC007) are fixed.
     # F009-F011: views and attention groups
     Explanation("LayerView", "storage_offset_bytes", "a view's offset inside its page is bounded but not derived "
                 "(state tensors packed from the page start, element-size alignment)", id="F009"),
     *(Explanation("LayerView", field, "the non-block dimensions and element size of an attention view are not "
                   "derived from the layer spec", id="F010") for field in ("shape", "element_size_bytes")),
-    Explanation("WorkerCache", "attention_groups", "an attention group may be listed twice", id="F011",
-                ops=("duplicate",)),
-    Explanation("AttentionGroup", "layer_names", "a layer may be listed twice in one attention group", id="F011",
-                ops=("duplicate",)),
-    # F012-F013: Mamba modes and scheduler evidence
-    Explanation("StateEvidence", "mamba_cache_mode", "the state evidence's Mamba mode is not compared with the "
-                "layer specs' and the resolved mode", id="F012"),
-    Explanation("SchedulerCache", "mamba_cache_mode", "the scheduler's Mamba mode is not compared with its "
-                "resolved settings and prefix-caching evidence", id="F012"),
-    Explanation("SchedulerGroup", "spec", "a hybrid scheduler record may drop one group's spec", id="F013",
-                ops=_ABSENCE, when=lambda e, t: not _plain(e, t)),
+    # F011 (VC008) and F013 (SC011) are fixed; F012: PC010 compares a stated mode only.
+    *(Explanation(owner, "mamba_cache_mode", "a missing or null Mamba mode is not required (PC010 compares a stated "
+                  "mode with the resolved one)", id="F012", ops=_ABSENCE)
+      for owner in ("StateEvidence", "SchedulerCache")),
     # F017: the layout name
     Explanation("WorkerCache", "kv_cache_layout", "the layout name is read (LHBNC pages) but not checked against the "
                 "tensors' and views' strides", id="F017"),
     # F014: relations inside an FPM profile
-    Explanation("CacheGroup", "page_size_bytes", "profile pages are not checked against the pool block", id="F014",
-                ops=_OTHER, when=_positive),
     Explanation("CacheGroup", "block_size_tokens", "profile block sizes are not checked against the hash block",
-                id="F014", ops=_OTHER, when=_positive),
-    Explanation("RuntimeMemory", "kv_cache_bytes", "kv_cache_bytes is not checked to be whole pool blocks",
                 id="F014", ops=_OTHER, when=_positive),
     Explanation("RuntimeMemory", "hash_block_size_tokens", "the profile's hash block is not checked against its "
                 "groups' block sizes", id="F014", ops=_OTHER, when=_positive),
-    Explanation("Resources", "cache_groups", "a grouped profile may lack cache_groups", id="F014", ops=("remove",)),
 )
 
 
 #: Synthesized records that rules refuse, under review: (finding ID, refusing rule IDs, predicate over
 #: the simulator's plan, reason). The synthesis or the rule is wrong; docs/fuzz-findings.md says which
 #: evidence points where.
+def _unsupported_specs(plan: Any) -> bool:
+    return any(type(spec).__name__ in _UNSUPPORTED for spec in plan.layer_specs.values())
+
+
+def _head_split_aliasing(plan: Any) -> bool:
+    """A head-split layout whose tensors sharing bytes have different block strides (F019)."""
+    if plan.layout not in ("LHBNC", "BHLNC"):
+        return False
+    regions: dict[tuple[int, int], set[int]] = {}
+    for tensor in plan.tensors:
+        regions.setdefault((tensor.offset, tensor.size), set()).add(tensor.block_stride)
+    return any(len(strides) > 1 for strides in regions.values())
+
+
+_UNSUPPORTED = frozenset({"RSWASpec", "CrossAttentionSpec", "EncoderOnlyAttentionSpec"})
+
 KNOWN_SYNTH_REFUSALS: tuple[tuple[str, frozenset[str], Callable[[Any], bool], str], ...] = (
     # F015 (pipeline stages, SC006) and F016 (LHBNC/BHLNC pages, BO rules) were fixed in ce621b0.
+    ("F020", frozenset({"SC001"}), _unsupported_specs,
+     "by design: the FPM has no kind for RSWA, cross-attention or encoder-only caches (SC001)"),
+    ("F019", frozenset({"BO005"}), _head_split_aliasing,
+     "vLLM 0.33.0 itself aliases blocks here: under LHBNC a head-split attention layer and an unsplit "
+     "state layer share bytes with different block strides (docs/fuzz-findings.md F019)"),
 )
 
 

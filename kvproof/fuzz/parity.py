@@ -64,26 +64,11 @@ class KnownParity:
                 and (self.when is None or bool(self.when(mismatch))))
 
 
-def _non_int_scalar_changed(mismatch: "Mismatch") -> bool:
-    """The input sets some leaf to something other than an integer (null, absent, a bool, a float, a
-    string): what SameScalar's symbolic branch, which compares only integer payloads, does not tell
-    apart."""
-    import re
-
-    return any(not re.fullmatch(r"-?\d+", change.rsplit(" = ", 1)[-1]) for change in mismatch.changed)
-
-
 #: Parity differences under review (docs/fuzz-findings.md).
 KNOWN_PARITY: tuple[KnownParity, ...] = (
-    KnownParity("PC005", "error", "F101", "OrDefault(field, None) on a symbolic leaf lifts None into z3",
-                detail="Z3Exception"),
-    # F102 (SymInt.is_int shadowing z3's ArithRef.is_int(): SU002-SU004 had no z3 verdict) is fixed.
-    KnownParity("SC006", "error", "F104", "SameScalar(a concrete bool, a symbolic bool leaf) compares ValueOf's: 0 "
-                "for the bool, a z3 Bool for the leaf", detail="Boolean expression expected"),
-    *(KnownParity(rule, "mismatch", "F104", "SameScalar's symbolic branch compares presence, int-ness and ValueOf "
-                  "only: absent equals null, a bool equals a float, any two floats or strings are equal",
-                  when=_non_int_scalar_changed)
-      for rule in ("SC006", "CK003", "PC005", "PC006", "PC008", "PC009")),
+    # F101 (PC005 had no z3 verdict: OrDefault(field, None)), F102 (SymInt.is_int shadowed z3's
+    # ArithRef.is_int()) and F104 (SameScalar's symbolic branch compared presence, int-ness and
+    # ValueOf only) are fixed: OrDefault and SameScalar delegate to the solver's leaves.
     KnownParity("BO007", "mismatch", "F103", "the symbolic body takes the non-block dimensions in reversed shape "
                 "order, the concrete body sorts them by stride"),
 )
@@ -124,10 +109,9 @@ class Mismatch:
 def exact_string(value: str):
     """A z3 string constant equal to ``value`` character by character (``z3.StringVal`` would read
     ``\\u{..}`` sequences in it as escapes)."""
-    import z3
+    from ..logic import _string_val
 
-    escaped = "".join(c if 32 <= ord(c) < 127 and c != "\\" else "\\u{%x}" % ord(c) for c in value)
-    return z3.StringVal(escaped)
+    return _string_val(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,8 +183,8 @@ def _build_symbolic(shape: ParityShape) -> tuple[Document, ...]:
 
 
 def _encode(shape: ParityShape, rules: list[Rule]) -> None:
+    from ..logic import ConcreteRequired
     from ..solver.engine import as_bool, strict_bool, targets
-    from ..solver.symbolic import SymbolicFlowError
 
     documents = _build_symbolic(shape)
     var_leaf = {name: leaf for doc in shape.symbolic for name, leaf in doc.var_map().items()}
@@ -213,11 +197,11 @@ def _encode(shape: ParityShape, rules: list[Rule]) -> None:
                     for instance in rule.over(target):
                         items.append((instance.file or file, instance.subject, instance.blame, _str_names(instance),
                                       as_bool(rule.holds(instance))))
-        except SymbolicFlowError as exc:
+        except ConcreteRequired as exc:  # Python control flow (SymbolicFlowError), gcd/lcm, ...
             spaths = _flow_spaths(exc, var_leaf)
             if spaths - shape.pins:
                 raise _NeedPins(spaths - shape.pins) from None
-            shape.encoded[rule.id] = f"SymbolicFlowError: {exc}"
+            shape.encoded[rule.id] = f"{type(exc).__name__}: {exc}"
             continue
         except Exception as exc:  # noqa: BLE001 - a body the z3 side cannot run is a finding
             shape.encoded[rule.id] = f"{type(exc).__name__}: {exc}"
@@ -506,6 +490,8 @@ class InputResult:
     mismatches: list[Mismatch] = attrs.field(factory=list)
     instances: int = 0
     loaded: bool = True
+    #: ``(rule ID, subject, concrete verdict, z3 verdict)`` of every instance compared.
+    verdicts: list[tuple[str, str, bool, bool | None]] = attrs.field(factory=list)
 
 
 def compare(shape: ParityShape, values: dict[int, tuple[Any, Any]], rules: list[Rule]) -> InputResult:
@@ -570,6 +556,7 @@ def _compare(shape: ParityShape, values: dict[int, tuple[Any, Any]], rules: list
     if solver_terms:
         evaluated = _evaluate(shape, values, [t for _, _, _, t in solver_terms])
         for (rule, key, verdict, _term), value in zip(solver_terms, evaluated):
+            result.verdicts.append((rule.id, key[1], verdict, value))
             if value is None:
                 result.mismatches.append(Mismatch(rule.id, "undetermined", shape.name,
                                                   "the z3 verdict is not determined by the input's values", key[1],

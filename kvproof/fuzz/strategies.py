@@ -35,6 +35,7 @@ __all__ = [
     "DTYPES",
     "FAMILIES",
     "LAYOUTS",
+    "SPEC_CLASSES",
     "attention_fields",
     "block_sizes",
     "chunked_local_model",
@@ -49,6 +50,7 @@ __all__ = [
     "mixed_model",
     "mla_model",
     "sliding_window_model",
+    "special_model",
 ]
 
 #: dtype names of the geometry format and their sizes in bytes.
@@ -57,7 +59,15 @@ DTYPES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1,
 LAYOUTS: tuple[str, ...] = ("LBNHC", "LBHNC", "LHBNC", "BLHNC", "BLNHC", "BHLNC")
 #: The model families :func:`geometries` draws from (names of the ``*_model`` strategies).
 FAMILIES: tuple[str, ...] = (
-    "dense", "sliding_window", "chunked_local", "mla", "mamba_hybrid", "glm_like", "mixed",
+    "dense", "sliding_window", "chunked_local", "mla", "mamba_hybrid", "glm_like", "mixed", "special",
+)
+#: The layer spec classes vLLM 0.33.0's planner is handed (``v1/kv_cache_interface.py``); every one is
+#: drawn by some family (``EncoderOnlyAttentionSpec`` and ``SinkFullAttentionSpec`` to reach vLLM's
+#: refusals of them).
+SPEC_CLASSES: tuple[str, ...] = (
+    "FullAttentionSpec", "SlidingWindowSpec", "ChunkedLocalAttentionSpec", "MLAAttentionSpec",
+    "SlidingWindowMLASpec", "HiddenStateCacheSpec", "RSWASpec", "SinkFullAttentionSpec", "CrossAttentionSpec",
+    "EncoderOnlyAttentionSpec", "CircularBufferSpec", "MambaSpec",
 )
 
 ATTN = "model.layers.{i}.self_attn.attn"
@@ -271,8 +281,16 @@ def mamba_hybrid_model(draw, *, max_layers: int = 12) -> dict:
                 out["platform_alignment"]["other_backend_kernel_block_sizes"] = [draw(kernel_block_sizes())]
     if draw(st.integers(0, 3)) == 0:
         out["num_speculative_tokens"] = draw(st.integers(1, 3))
+        if draw(st.integers(0, 3)) == 0:
+            out["use_replayssm"] = True  # num_speculative_blocks 0 (mamba/abstract.py:87-90)
     if draw(st.integers(0, 4)) == 0:
         out["mamba_cache_mode"] = draw(st.sampled_from(["none", "align"]))
+    if "platform_alignment" not in out and draw(st.integers(0, 5)) == 0:
+        # --mamba-block-size (refused without prefix caching unless it is max_model_len,
+        # config/vllm.py:3441-3452) and a hand-given padded Mamba page (refused below the state size).
+        out["mamba_block_size"] = draw(st.sampled_from([16, 64, 256, 1024]))
+    if draw(st.integers(0, 7)) == 0:
+        out["mamba_page_size_padded"] = draw(st.sampled_from([1 << 18, 1 << 20, 1 << 22, 3 << 20]))
     return out
 
 
@@ -348,6 +366,49 @@ def mixed_model(draw, *, max_layers: int = 12) -> dict:
     return {"layers": layers}
 
 
+_SPECIAL_KINDS = ("rswa", "rswa", "swa_mla", "swa_mla", "cross", "cross", "hidden_state", "sink", "encoder_only")
+
+
+@st.composite
+def special_model(draw, *, max_layers: int = 12) -> dict:
+    """The rarer spec classes, each beside full attention (or MLA): ``RSWASpec`` (reference sliding
+    window), ``SlidingWindowMLASpec`` beside ``MLAAttentionSpec``, ``CrossAttentionSpec`` (an
+    encoder-decoder's cross attention, sized by the encoder budget), ``HiddenStateCacheSpec``,
+    ``SinkFullAttentionSpec`` (vLLM 0.33.0 cannot build its manager: a refusal) and
+    ``EncoderOnlyAttentionSpec`` (not in vLLM's spec registry: a refusal)."""
+    kind = draw(st.sampled_from(_SPECIAL_KINDS))
+    if kind == "swa_mla":
+        pattern = draw(_pattern(["mla", "swa"], max_layers=max_layers))
+        mla = {"num_kv_heads": 1, "head_size": draw(st.sampled_from([512, 576])),
+               "dtype": draw(st.sampled_from(["bfloat16", "fp8"]))}
+        return {"layers": [
+            _entry(ATTN, pattern["mla"], "MLAAttentionSpec", mla),
+            _entry(ATTN, pattern["swa"], "SlidingWindowMLASpec",
+                   {**mla, "sliding_window": draw(st.sampled_from([128, 512, 2048]))}),
+        ]}
+    with_full = kind in ("cross", "hidden_state", "encoder_only") or draw(st.booleans())
+    pattern = draw(_pattern(["full", kind] if with_full else [kind], min_layers=1, max_layers=max_layers))
+    fields = draw(attention_fields())
+    own = fields if draw(st.booleans()) else draw(attention_fields())
+    layers = []
+    if "full" in pattern:
+        layers.append(_entry(ATTN, pattern["full"], "FullAttentionSpec", fields))
+    if kind == "rswa":
+        layers.append(_entry("model.layers.{i}.self_attn.rswa", pattern[kind], "RSWASpec",
+                             {**own, "rswa_window": draw(st.sampled_from([64, 256, 1024]))}))
+    elif kind == "sink":
+        layers.append(_entry("model.layers.{i}.self_attn.sink", pattern[kind], "SinkFullAttentionSpec",
+                             {**own, "sink_len": draw(st.sampled_from([4, 16, 32]))}))
+    elif kind == "cross":
+        layers.append(_entry("model.layers.{i}.encoder_attn.attn", pattern[kind], "CrossAttentionSpec", own))
+    elif kind == "encoder_only":
+        layers.append(_entry("encoder.layers.{i}.attn", pattern[kind], "EncoderOnlyAttentionSpec", own))
+    else:  # hidden_state
+        layers.append({"name": "model.hidden_states_cache", "spec": "HiddenStateCacheSpec", "num_kv_heads": 1,
+                       "head_size": draw(st.sampled_from([512, 1024, 4096])), "dtype": "bfloat16"})
+    return {"layers": layers}
+
+
 _FAMILY_STRATEGIES = {
     "dense": dense_model,
     "sliding_window": sliding_window_model,
@@ -356,6 +417,7 @@ _FAMILY_STRATEGIES = {
     "mamba_hybrid": mamba_hybrid_model,
     "glm_like": glm_like_model,
     "mixed": mixed_model,
+    "special": special_model,
 }
 
 
@@ -448,7 +510,7 @@ def engine_settings(draw, model: dict) -> dict:
                 st.lists(st.one_of(st.none(), st.lists(st.sampled_from(LAYOUTS), min_size=1, max_size=3,
                                                        unique=True)), min_size=1, max_size=3)))
     if draw(st.integers(0, 5)) == 0:
-        method = draw(st.sampled_from(["eagle", "mtp", "mtp", "ngram", "draft_model"]))
+        method = draw(st.sampled_from(["eagle", "eagle3", "mtp", "mtp", "ngram", "draft_model", "suffix"]))
         out["speculative"] = {"method": method, "num_speculative_tokens": draw(st.integers(1, 4)),
                               "eagle_block_drop": draw(st.booleans()),
                               "multi_module_mtp": method == "mtp" and draw(st.booleans())}
@@ -466,9 +528,18 @@ def engine_settings(draw, model: dict) -> dict:
         out["prefix_cache_retention_interval"] = draw(st.sampled_from([block_size, 2 * block_size, 7, -16]))
     if draw(st.integers(0, 9)) == 0:
         out["layer_order"] = "as_listed"
+    if draw(st.integers(0, 11)) == 0:  # the scheduler's budget check (config/scheduler.py:317-336)
+        out["max_num_seqs"] = draw(st.sampled_from([1, 64, 256, 1024, 16384]))
+    if draw(st.integers(0, 11)) == 0:  # kvproof extension: vLLM's auto-fit of max_model_len
+        out["original_max_model_len"] = -1
     if "views" not in model and draw(st.integers(0, 5)) == 0:
         out["views"] = {"num_blocks": draw(st.integers(1, 4)), "backends": [
             {"match": "attn", "kernel_block_sizes": draw(kernel_block_sizes())}]}
+    if out.get("speculative", {}).get("method") == "suffix" and out.get("async_scheduling") is True:
+        # Suffix drafting runs on the V1 model runner, which refuses explicit async scheduling while
+        # VllmConfig is built (config/vllm.py:1651-1680); the conformance oracle does not run that
+        # constructor, so the strategies leave async scheduling to its default there.
+        del out["async_scheduling"]
     return out
 
 
@@ -508,7 +579,7 @@ def geometries(draw, *, families: tuple[str, ...] | list[str] | None = None, max
     model = draw(_FAMILY_STRATEGIES[chosen](max_layers=max_layers))
     settings = draw(engine_settings(model))
     speculative = settings.get("speculative")
-    if speculative and speculative["method"] in ("eagle", "mtp") and draw(st.booleans()):
+    if speculative and speculative["method"] in ("eagle", "eagle3", "mtp") and draw(st.booleans()):
         # The drafter's own attention layer (is_draft): its group becomes an EAGLE group.
         template = next((e for e in model["layers"] if e["spec"] in ("FullAttentionSpec", "MLAAttentionSpec")), None)
         if template is not None:

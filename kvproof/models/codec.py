@@ -36,7 +36,7 @@ from ..diagnostics import LOAD_SCHEMA, LOAD_SYNTAX, Diagnostic, InputError
 
 __all__ = [
     "ABSENT", "Absent", "present", "SignedInt", "Scalar", "MAX_SAFE_INT", "MAX_DOCUMENT_BYTES",
-    "parse_json", "structure", "unstructure", "dumps", "load_document", "converter",
+    "parse_json", "structure", "unstructure", "dumps", "load_document", "converter", "Refusal",
 ]
 
 MAX_SAFE_INT = 2**53
@@ -249,8 +249,11 @@ def _join(path: str, key: str) -> str:
 # The converter
 
 
-class _Refusal(ValueError):
-    pass
+class Refusal(ValueError):
+    """Raised by a structure hook to refuse a value; its text becomes the ``LD002`` message at
+    the value's JSON path. Hooks registered on :data:`converter` by other modules (for example
+    :mod:`kvproof.models.geometry`) raise it too. (Not :class:`kvproof.sim.Refusal`, which is
+    vLLM refusing to start.)"""
 
 
 def _describe(value: Any) -> str:
@@ -273,47 +276,47 @@ def _describe(value: Any) -> str:
 
 def _int(value: Any, _type: Any) -> int:
     if type(value) is not int:
-        raise _Refusal(f"expected a non-negative integer, got {_describe(value)}")
+        raise Refusal(f"expected a non-negative integer, got {_describe(value)}")
     if value < 0:
-        raise _Refusal(f"expected a non-negative integer, got {value}")
+        raise Refusal(f"expected a non-negative integer, got {value}")
     if value > MAX_SAFE_INT:
-        raise _Refusal(f"integer {value} exceeds 2**53")
+        raise Refusal(f"integer {value} exceeds 2**53")
     return value
 
 
 def _signed_int(value: Any, _type: Any) -> int:
     if type(value) is not int:
-        raise _Refusal(f"expected an integer, got {_describe(value)}")
+        raise Refusal(f"expected an integer, got {_describe(value)}")
     if abs(value) > MAX_SAFE_INT:
-        raise _Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
     return value
 
 
 def _float(value: Any, _type: Any) -> float | int:
     if type(value) not in (int, float):
-        raise _Refusal(f"expected a number, got {_describe(value)}")
+        raise Refusal(f"expected a number, got {_describe(value)}")
     if type(value) is int and abs(value) > MAX_SAFE_INT:
-        raise _Refusal(f"number {value} exceeds 2**53 in magnitude")
+        raise Refusal(f"number {value} exceeds 2**53 in magnitude")
     return value
 
 
 def _bool(value: Any, _type: Any) -> bool:
     if type(value) is not bool:
-        raise _Refusal(f"expected a bool, got {_describe(value)}")
+        raise Refusal(f"expected a bool, got {_describe(value)}")
     return value
 
 
 def _str(value: Any, _type: Any) -> str:
     if type(value) is not str:
-        raise _Refusal(f"expected a string, got {_describe(value)}")
+        raise Refusal(f"expected a string, got {_describe(value)}")
     return value
 
 
 def _scalar(value: Any, _type: Any) -> Any:
     if isinstance(value, (dict, list, str)):
-        raise _Refusal(f"expected a number, a bool or null, got {_describe(value)}")
+        raise Refusal(f"expected a number, a bool or null, got {_describe(value)}")
     if type(value) is int and abs(value) > MAX_SAFE_INT:
-        raise _Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
     return value
 
 
@@ -359,7 +362,7 @@ def _literal_hook_factory(type_: Any, _conv: cattrs.Converter | None = None):
             if type(value) is type(option) and value == option:
                 return value
         shown = ", ".join(json.dumps(option) for option in allowed)
-        raise _Refusal(f"expected one of {shown}, got {json.dumps(value) if _jsonable(value) else _describe(value)}")
+        raise Refusal(f"expected one of {shown}, got {json.dumps(value) if _jsonable(value) else _describe(value)}")
 
     return hook
 
@@ -414,7 +417,7 @@ def _record(errors: list, exc: Exception, note: Any) -> bool:
 
 def _truncated(errors: list, unchecked: int, what: str) -> None:
     if unchecked:
-        errors.append(_Refusal(f"{unchecked} more {what} not checked after {len(errors)} problems"))
+        errors.append(Refusal(f"{unchecked} more {what} not checked after {len(errors)} problems"))
 
 
 def _list_hook_factory(type_: Any, conv: cattrs.Converter):
@@ -423,7 +426,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
     if elem_type is Any:
         def detailed(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise _Refusal(f"expected an array, got {_describe(value)}")
+                raise Refusal(f"expected an array, got {_describe(value)}")
             return list(value)
 
         return detailed
@@ -431,7 +434,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
 
     def detailed(value: Any, _t: Any) -> list:
         if type(value) is not list:
-            raise _Refusal(f"expected an array, got {_describe(value)}")
+            raise Refusal(f"expected an array, got {_describe(value)}")
         out = []
         errors: list = []
         for index, item in enumerate(value):
@@ -451,27 +454,27 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
     if elem_type is int and handler is _int:
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise _Refusal(f"expected an array, got {_describe(value)}")
+                raise Refusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _int inline (a set/min/max test costs more on these short lists)
                 if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
                     _FAILED.add(id(value))
-                    raise _Refusal("an element is refused")
+                    raise Refusal("an element is refused")
             return list(value)
     elif elem_type is str and handler is _str:
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise _Refusal(f"expected an array, got {_describe(value)}")
+                raise Refusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _str inline
                 if type(item) is not str:
                     _FAILED.add(id(value))
-                    raise _Refusal("an element is refused")
+                    raise Refusal("an element is refused")
             return list(value)
     else:
         fast_handler = _fast_hook(conv, elem_type)
 
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise _Refusal(f"expected an array, got {_describe(value)}")
+                raise Refusal(f"expected an array, got {_describe(value)}")
             try:
                 return [fast_handler(item, elem_type) for item in value]
             except Exception:
@@ -488,7 +491,7 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
 
     def fast(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
-            raise _Refusal(f"expected an object, got {_describe(value)}")
+            raise Refusal(f"expected an object, got {_describe(value)}")
         try:
             return {key: fast_value_hook(item, value_type) for key, item in value.items()}
         except Exception:
@@ -497,7 +500,7 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
 
     def detailed(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
-            raise _Refusal(f"expected an object, got {_describe(value)}")
+            raise Refusal(f"expected an object, got {_describe(value)}")
         out = {}
         errors: list = []
         for position, (key, item) in enumerate(value.items()):
@@ -521,7 +524,7 @@ def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
     def detailed(value: Any, t: Any) -> Any:
         nonlocal detailed_fn
         if not isinstance(value, dict):
-            raise _Refusal(f"expected an object, got {_describe(value)}")
+            raise Refusal(f"expected an object, got {_describe(value)}")
         if detailed_fn is None:  # generated on first need: bad input is the rare case
             detailed_fn = make_dict_structure_fn(
                 cls, conv, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True)
@@ -535,7 +538,7 @@ def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
 
         def fast(value: Any, t: Any) -> Any:
             if not isinstance(value, dict):
-                raise _Refusal(f"expected an object, got {_describe(value)}")
+                raise Refusal(f"expected an object, got {_describe(value)}")
             try:
                 return fast_fn(value, t)
             except Exception:
@@ -586,9 +589,9 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
 
     def fast(o: Any, _t: Any) -> Any:
         if not isinstance(o, dict):
-            raise _Refusal(f"expected an object, got {_describe(o)}")
+            raise Refusal(f"expected an object, got {_describe(o)}")
         if not keys.issuperset(o) or not required.issubset(o):
-            raise _Refusal("unknown or missing key")
+            raise Refusal("unknown or missing key")
         # Only the keys the document holds (a LayerSpec has 30 fields and uses about 8), written
         # over the defaults, then one positional call (counted under cachegrind: fewer
         # instructions than cattrs' generated function or a walk over every field).
@@ -599,7 +602,7 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
                 if hook is not None:
                     v = hook(v, tp)
                 elif type(v) not in accepted or (low is not None and v is not None and not low <= v <= high):
-                    raise _Refusal(key)
+                    raise Refusal(key)
                 args[index] = v
         except Exception:
             _FAILED.add(id(o))
@@ -657,7 +660,7 @@ converter = _make_converter()
 def _format(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return "required key is missing"
-    if isinstance(exc, _Refusal):
+    if isinstance(exc, Refusal):
         return str(exc)
     if isinstance(exc, (ValueError, TypeError)):
         return f"invalid value: {exc}"

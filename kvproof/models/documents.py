@@ -94,14 +94,37 @@ def read_document(path: str | Path) -> bytes:
 
                 fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
             info = os.fstat(fd)
-            if stat.S_ISREG(info.st_mode) and info.st_size > MAX_DOCUMENT_BYTES:
+            regular = stat.S_ISREG(info.st_mode)
+            if regular and info.st_size > MAX_DOCUMENT_BYTES:
                 raise too_large
-            data = handle.read(MAX_DOCUMENT_BYTES + 1)
+            data = _read_bounded(handle, info.st_size + 1 if regular else _CHUNK, MAX_DOCUMENT_BYTES + 1)
     except OSError as exc:
         raise InputError([Diagnostic(LOAD_SYNTAX, "$", f"cannot read file: {exc.strerror or exc}", name)]) from None
     if len(data) > MAX_DOCUMENT_BYTES:
         raise too_large
     return data
+
+
+#: Read size for a file whose size is unknown (a FIFO, a device): read(n) allocates n bytes first,
+#: so one read(MAX_DOCUMENT_BYTES + 1) would cost a 64 MiB allocation for every small document.
+_CHUNK = 1 << 20
+
+
+def _read_bounded(handle, first: int, limit: int) -> bytes:
+    """At most ``limit`` bytes: a first read of ``first`` bytes (a regular file's size + 1, so a
+    file is normally read in one call that sees its end), then chunks until the end or the limit."""
+    data = handle.read(min(first, limit))
+    if len(data) < min(first, limit):  # a buffered read returns less than asked only at the end
+        return data
+    parts = [data]
+    total = len(data)
+    while total < limit:
+        chunk = handle.read(min(_CHUNK, limit - total))
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+    return b"".join(parts)
 
 
 def load_path(path: str | Path, kind: str | None = None) -> Document:

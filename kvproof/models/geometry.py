@@ -25,7 +25,7 @@ from .codec import (
     ABSENT,
     MAX_SAFE_INT,
     SignedInt,
-    _Refusal,
+    Refusal,
     converter,
     parse_json,
     present,
@@ -37,7 +37,7 @@ __all__ = [
     "ViewBackend", "Simulate", "ExpandedLayer", "load_geometry", "expand_layers",
     "SPEC_CLASSES", "SPEC_FIELDS", "REQUIRED_FIELDS", "DTYPE_SIZES", "DTYPE_CANONICAL",
     "KV_QUANT_MODES", "MAMBA_TYPES", "LAYOUT_NAMES", "LAYOUT_ALIASES", "canonical_dtype",
-    "dtype_size", "parse_tokens_per_state",
+    "dtype_size", "parse_tokens_per_state", "MAX_LAYERS",
 ]
 
 
@@ -135,33 +135,33 @@ def _describe(value: Any) -> str:
 
 def _dtype_hook(value: Any, _t: Any) -> str:
     if type(value) is not str:
-        raise _Refusal(f"expected a dtype name, got {_describe(value)}")
+        raise Refusal(f"expected a dtype name, got {_describe(value)}")
     if value not in DTYPE_CANONICAL:
-        raise _Refusal(f"unknown dtype {value!r}; expected one of {', '.join(sorted(DTYPE_CANONICAL))}")
+        raise Refusal(f"unknown dtype {value!r}; expected one of {', '.join(sorted(DTYPE_CANONICAL))}")
     return value
 
 
 def _positive_hook(value: Any, _t: Any) -> int:
     if type(value) is not int:
-        raise _Refusal(f"expected a positive integer, got {_describe(value)}")
+        raise Refusal(f"expected a positive integer, got {_describe(value)}")
     if value <= 0:
-        raise _Refusal(f"expected a positive integer, got {value}")
+        raise Refusal(f"expected a positive integer, got {value}")
     if value > MAX_SAFE_INT:
-        raise _Refusal(f"integer {value} exceeds 2**53")
+        raise Refusal(f"integer {value} exceeds 2**53")
     return value
 
 
 def _tokens_per_state_hook(value: Any, _t: Any) -> Any:
     if type(value) is int:
         if abs(value) > MAX_SAFE_INT:
-            raise _Refusal(f"integer {value} exceeds 2**53 in magnitude")
+            raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
         return value
     if type(value) is str:
         match = _FRACTION.match(value)
         if match is None or int(match.group(2)) == 0:
-            raise _Refusal(f"expected an integer or a fraction string such as \"1/4\", got {value!r}")
+            raise Refusal(f"expected an integer or a fraction string such as \"1/4\", got {value!r}")
         return value
-    raise _Refusal(f"expected an integer or a fraction string such as \"1/4\", got {_describe(value)}")
+    raise Refusal(f"expected an integer or a fraction string such as \"1/4\", got {_describe(value)}")
 
 
 def _multiple_of(value: Any) -> MultipleOf | None:
@@ -176,12 +176,12 @@ def _alignment_hook(value: Any, _t: Any) -> Any:
     # An int <= 0 is kept: vLLM itself refuses it ("block_stride_alignment must be positive").
     if type(value) is int:
         if abs(value) > MAX_SAFE_INT:
-            raise _Refusal(f"integer {value} exceeds 2**53 in magnitude")
+            raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
         return value
     multiple = _multiple_of(value)
     if multiple is not None:
         return multiple
-    raise _Refusal(f"expected an integer or {{\"MultipleOf\": n}} with n > 0, got {_describe(value)}")
+    raise Refusal(f"expected an integer or {{\"MultipleOf\": n}} with n > 0, got {_describe(value)}")
 
 
 def _kernel_block_size_hook(value: Any, _t: Any) -> Any:
@@ -190,39 +190,39 @@ def _kernel_block_size_hook(value: Any, _t: Any) -> Any:
     multiple = _multiple_of(value)
     if multiple is not None:
         return multiple
-    raise _Refusal(f"expected a positive integer or {{\"MultipleOf\": n}}, got {_describe(value)}")
+    raise Refusal(f"expected a positive integer or {{\"MultipleOf\": n}}, got {_describe(value)}")
 
 
 def _memory_hook(value: Any, _t: Any) -> Any:
     if type(value) is int:
         if value < 0:
-            raise _Refusal(f"expected a non-negative integer, got {value}")
+            raise Refusal(f"expected a non-negative integer, got {value}")
         if value > MAX_SAFE_INT:
-            raise _Refusal(f"integer {value} exceeds 2**53")
+            raise Refusal(f"integer {value} exceeds 2**53")
         return value
     if type(value) is list and value:
         for item in value:
             if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
-                raise _Refusal("expected a non-negative integer or a non-empty array of them")
+                raise Refusal("expected a non-negative integer or a non-empty array of them")
         return list(value)
-    raise _Refusal(f"expected a non-negative integer or a non-empty array of them, got {_describe(value)}")
+    raise Refusal(f"expected a non-negative integer or a non-empty array of them, got {_describe(value)}")
 
 
 def _layout_hook(value: Any, _t: Any) -> str:
     if type(value) is not str or (value not in LAYOUT_NAMES and value not in LAYOUT_ALIASES):
         shown = value if type(value) is str else _describe(value)
-        raise _Refusal(f"expected a KV cache layout ({', '.join(LAYOUT_NAMES)}, NHD, HND), got {shown!r}")
+        raise Refusal(f"expected a KV cache layout ({', '.join(LAYOUT_NAMES)}, NHD, HND), got {shown!r}")
     return value
 
 
 def _supported_layouts_hook(value: Any, _t: Any) -> Any:
     def names(items: Any) -> list[str]:
         if type(items) is not list or not items:
-            raise _Refusal("expected a non-empty array of layout names or an array of such arrays")
+            raise Refusal("expected a non-empty array of layout names or an array of such arrays")
         return [_layout_hook(item, _t) for item in items]
 
     if type(value) is not list or not value:
-        raise _Refusal("expected a non-empty array of layout names or an array of such arrays")
+        raise Refusal("expected a non-empty array of layout names or an array of such arrays")
     if all(type(item) is str for item in value):
         return names(value)
     # One declaration per backend; null = the backend declares none (any layout works).
@@ -481,6 +481,25 @@ class ExpandedLayer:
     entry_position: int
 
 
+#: Most layers a geometry may expand to, all entries together. The largest vLLM models have a few
+#: hundred layers; a range such as ``[0, 2**40]`` would otherwise be expanded into a list (memory
+#: and time without bound) before anything else is checked. It is refused, with its JSON path,
+#: before anything is expanded.
+MAX_LAYERS = 10_000
+
+
+def _entry_count(entry: LayerEntry) -> int:
+    """How many layers ``entry`` expands to, computed without expanding it (0 for a malformed range)."""
+    if present(entry.range):
+        if len(entry.range) != 2:
+            return 0
+        start, end = entry.range
+        return max(0, end - start)
+    if present(entry.indices):
+        return len(entry.indices)
+    return 1
+
+
 def _entry_indices(entry: LayerEntry) -> list[int | None]:
     if present(entry.range):
         start, end = entry.range
@@ -492,10 +511,31 @@ def _entry_indices(entry: LayerEntry) -> list[int | None]:
     return [None]
 
 
+def _too_many_layers(geometry: Geometry) -> Diagnostic | None:
+    """The first entry at which the expanded layer count passes :data:`MAX_LAYERS` (no expansion)."""
+    total = 0
+    for i, entry in enumerate(geometry.layers):
+        count = _entry_count(entry)
+        total += count
+        if total > MAX_LAYERS:
+            key = "range" if present(entry.range) else "indices" if present(entry.indices) else "name"
+            return Diagnostic(
+                LOAD_SCHEMA, f"$.layers[{i}].{key}",
+                f"expands to {count} layer(s){'' if total == count else f' ({total} with the entries before it)'}; "
+                f"a geometry holds at most {MAX_LAYERS} layers", None)
+    return None
+
+
 def expand_layers(geometry: Geometry) -> list[ExpandedLayer]:
     """Layers in the order vLLM registers them: ``by_index`` (the default) sorts the expanded
     layers by index (stable, so entries sharing an index keep their listed order; an entry with
-    no index sorts after every indexed layer); ``as_listed`` keeps the document order."""
+    no index sorts after every indexed layer); ``as_listed`` keeps the document order.
+
+    A geometry that expands to more than :data:`MAX_LAYERS` layers is an :class:`InputError`
+    (:func:`load_geometry` refuses it first; this guards geometries built in code)."""
+    too_many = _too_many_layers(geometry)
+    if too_many is not None:
+        raise InputError([too_many])
     out = []
     for position, entry in enumerate(geometry.layers):
         for index in _entry_indices(entry):
@@ -531,8 +571,7 @@ def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnost
             if len(entry.range) != 2 or entry.range[0] > entry.range[1]:
                 add(f"{base}.range", "expected [start, stop) with start <= stop")
         if naming and "{i}" not in entry.name:
-            count = len(_entry_indices(entry)) if not (present(entry.range) and len(entry.range) != 2) else 0
-            if count > 1:
+            if _entry_count(entry) > 1:
                 add(f"{base}.name", "a name expanded over several indices must contain {i}")
         if not naming and "{i}" in entry.name:
             add(f"{base}.name", "the name contains {i} but the entry gives no range, indices or index")
@@ -547,6 +586,9 @@ def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnost
                 add(f"{base}.dtypes", f"expected one dtype per shape ({len(entry.shapes)}), got {len(entry.dtypes)}")
     if problems:
         return problems
+    too_many = _too_many_layers(geometry)
+    if too_many is not None:
+        return [attrs.evolve(too_many, file=file)]
     layers = expand_layers(geometry)
     seen: dict[str, int] = {}
     for layer in layers:
@@ -594,8 +636,11 @@ def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnost
 
 
 def load_geometry(data: bytes | str | dict, file: str | None = None) -> Geometry:
-    """Load a geometry strictly; raise :class:`kvproof.diagnostics.InputError` on bad input."""
-    tree = data if isinstance(data, dict) else parse_json(data, file)
+    """Load a geometry strictly; raise :class:`kvproof.diagnostics.InputError` on bad input.
+
+    ``data`` is the document's bytes or text, or an already parsed JSON tree of any type (a tree
+    that is not an object is ``LD002 $: expected an object``)."""
+    tree = parse_json(data, file) if isinstance(data, (bytes, str)) else data
     geometry = structure(tree, Geometry, file)
     problems = _semantic_diagnostics(geometry, file)
     if problems:

@@ -69,6 +69,29 @@ def mamba_mode_known(mode):
 
 
 @binding("worker", "scheduler")
+def mamba_modes_and_resolved(record):
+    """Every Mamba cache mode a record's cache states, with the resolved one."""
+    resolved = record.resolved_config.mamba_cache_mode
+    for instance in mamba_modes(record):
+        if instance.subject.startswith("$.cache"):
+            yield Instance(instance.subject, (*instance.args, resolved), {"resolved": repr(resolved)})
+
+
+@rule(
+    id="PC010",
+    message="mamba cache mode evidence contradicts the resolved mamba_cache_mode {resolved}",
+    over=mamba_modes_and_resolved,
+    after=("PC002",),
+    source="vllm/model_executor/layers/mamba/abstract.py:72-91 (every MambaSpec takes cache_config.mamba_cache_mode), "
+    "vllm/model_executor/models/config.py:763-787 (the mode is resolved once, before the workers start)",
+)
+def mamba_mode_is_resolved_mode(mode, resolved):
+    """A Mamba spec, a state group's evidence and the scheduler's cache all carry the one mode
+    ``cache_config`` resolved (checked when both are stated)."""
+    return Implies(And(Present(mode), Present(resolved)), SameScalar(mode, resolved))
+
+
+@binding("worker", "scheduler")
 def resolved_settings(record):
     yield Instance("$.resolved_config", (record.resolved_config,))
 

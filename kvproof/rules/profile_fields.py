@@ -9,7 +9,7 @@ fields are the KDA/Mamba layer's ``num_prefill_checkpoint_blocks`` and
 
 from __future__ import annotations
 
-from ..logic import And, Implies, IntIs, Not, Or, Present, ValueOf
+from ..logic import And, If, Implies, IntIs, Not, Or, Present, ValueOf, mod
 from ..models.codec import ABSENT, MAX_SAFE_INT
 from .core import Instance, binding, rule
 
@@ -303,3 +303,103 @@ def utilization_in_range(memory):
 def max_model_len_positive(memory):
     """The context length the memory was sized for."""
     return memory.max_model_len > 0
+
+
+# -- relations between fields (fuzz finding F014) ----------------------------------------------
+
+_POOL = ("vllm/v1/core/kv_cache_planning.py:574-605, :1561-1574 (one bytes_per_block for every group of the "
+         "pool; num_blocks = available // bytes_per_block)")
+
+
+@binding("profile")
+def later_groups_with_first(profile):
+    """Every cache group after the first, with the first."""
+    groups = profile.resources.cache_groups
+    if groups is ABSENT or groups is None or not groups:
+        return
+    for index, group in enumerate(groups[1:], start=1):
+        yield Instance(f"$.resources.cache_groups[{index}]", (group, groups[0]), {"name": group.name})
+
+
+@rule(
+    id="PF021",
+    message="cache groups must share one page_size_bytes (the pool block)",
+    over=later_groups_with_first,
+    field="page_size_bytes",
+    after=("PF009",),
+    source=_POOL + "; seed 001: every group page of a grouped profile is one pool block",
+)
+def groups_share_pool_block(group, first):
+    """A group's page in the profile is one pool block (seed 001: a state group's block ID
+    reserves the whole pool block, attention groups' layers fill it), and the pool has one."""
+    return group.page_size_bytes == first.page_size_bytes
+
+
+@binding("profile")
+def memory_with_pool_block(profile):
+    """The runtime memory with the profile's pool block (its first group's page)."""
+    memory = profile.resources.runtime_memory
+    groups = profile.resources.cache_groups
+    if memory is ABSENT or memory is None or groups is ABSENT or groups is None or not groups:
+        return
+    yield Instance("$.resources.runtime_memory", (memory, groups[0].page_size_bytes))
+
+
+@rule(
+    id="PF022",
+    message="kv_cache_bytes must be a whole number of pool blocks",
+    over=memory_with_pool_block,
+    field="kv_cache_bytes",
+    after=("PF009", "PF018"),
+    source=_POOL + "; seed 001: kv_cache_bytes = usable blocks x pool block (13,696 x 13,516,800)",
+)
+def kv_bytes_whole_blocks(memory, block):
+    """The usable pool (the null block excluded) is whole pool blocks."""
+    return Implies(block > 0, mod(memory.kv_cache_bytes, If(block > 0, block, 1)) == 0)
+
+
+@binding("profile")
+def resources(profile):
+    """A profile's resources."""
+    yield Instance("$.resources", (profile.resources,))
+
+
+@rule(
+    id="PF023",
+    message="linear cache requires kv_bytes_per_token only; grouped cache requires cache_groups without a scalar token rate",
+    over=resources,
+    field="cache_layout",
+    source="aisimulate FpmResourceConfig::validate (docs: ../shared/reference/aisimulate-importer.md 2.5, "
+    "layout step); vllm/v1/core/kv_cache_planning.py:1607-1657 (a grouped pool has at least one group)",
+)
+def layout_matches_fields(resources):
+    """``linear``: no cache groups and a token rate in (0, 2**53]; ``grouped``: groups and no rate."""
+    groups = resources.cache_groups
+    has_groups = groups is not ABSENT and groups is not None and len(groups) > 0
+    rate = resources.kv_bytes_per_token
+    linear_ok = And(not has_groups, IntIs(rate, lambda n: And(n > 0, n <= MAX_SAFE_INT)))
+    grouped_ok = And(has_groups, Not(Present(rate)))
+    return Or(And(resources.cache_layout == "linear", linear_ok), And(resources.cache_layout == "grouped", grouped_ok))
+
+
+@binding("profile")
+def later_groups_with_earlier_names(profile):
+    """Every cache group after the first, with the names before it."""
+    groups = profile.resources.cache_groups
+    if groups is ABSENT or groups is None:
+        return
+    for index, group in enumerate(groups[1:], start=1):
+        yield Instance(f"$.resources.cache_groups[{index}]", (group.name, [g.name for g in groups[:index]]),
+                       {"name": group.name})
+
+
+@rule(
+    id="PF024",
+    message="cache group names must be unique",
+    over=later_groups_with_earlier_names,
+    field="name",
+    source="aisimulate FpmResourceConfig::validate (../shared/reference/aisimulate-importer.md 2.5)",
+)
+def group_names_unique(name, earlier):
+    """The importer names groups ``runtime_group_{index}``; a repeated name is two groups in one."""
+    return And(*[name != other for other in earlier])

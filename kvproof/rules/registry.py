@@ -24,24 +24,25 @@ RULE_ORDER: tuple[str, ...] = (
     # VG: hybrid evidence only from vLLM 0.33.0
     "VG001",
     # SC: spec classes, kinds, state evidence, the scheduler's copy of each group
-    "SC001", "SC007", "SC002", "SC003", "SC004", "SC005", "SC006",
+    "SC001", "SC007", "SC011", "SC002", "SC008", "SC009", "SC010", "SC013", "SC003", "SC004", "SC012", "SC005", "SC006",
     # CK: prefill checkpoint evidence of Mamba groups (worker records)
     "CK001", "CK002", "CK003",
     # PC: prefix-caching evidence, Mamba modes, resolved block sizes
-    "PC001", "PC002", "PC003", "PC004", "PC005", "PC006", "PC007",
+    "PC001", "PC002", "PC010", "PC003", "PC004", "PC005", "PC006", "PC007",
     # VC: kernel-block views cover the pool
-    "VC001", "VC002", "VC003", "VC004", "VC005", "VC006",
+    "VC001", "VC002", "VC003", "VC004", "VC005", "VC006", "VC008", "VC009",
     # BO: one backing storage, placement inside it, page ownership, view extents
     "BO001", "BO002", "BO003", "BO010", "BO004", "BO005", "BO006", "BO007", "BO008", "BO009",
     # VC007 is the removed refusal of seed 001, expected dead given BO007-BO009
     "VC007",
     # SU: start-up concurrency and capacity
-    "SU001", "SU002", "SU003", "SU004",
+    "SU001", "SU002", "SU003", "SU004", "SU005", "SU006", "SU007",
     # PC: phases against the accepted probe (kvproof check --probe)
     "PC008", "PC009",
     # PF: FPM profile fields
     "PF001", "PF002", "PF003", "PF004", "PF005", "PF006", "PF007", "PF008", "PF009", "PF010",
     "PF011", "PF012", "PF013", "PF014", "PF015", "PF016", "PF017", "PF018", "PF019", "PF020",
+    "PF021", "PF022", "PF023", "PF024",
 )
 
 #: Retired IDs and why; they are never reused.

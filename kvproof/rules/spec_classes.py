@@ -11,10 +11,11 @@ unknown class are unsupported.
 
 from __future__ import annotations
 
-from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, ValueOf
+from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, div, is_symbolic
 from ..models.codec import ABSENT
 from .common import layer_list, layer_specs_of, same_list, worker_groups
 from .core import Instance, binding, child, rule
+from .view_coverage import dtype_bytes
 
 ATTENTION_SPECS = (
     "FullAttentionSpec", "MLAAttentionSpec", "HiddenStateCacheSpec", "SinkFullAttentionSpec",
@@ -27,8 +28,13 @@ UNIFORM_GROUP = "UniformTypeKVCacheSpecs"
 _TABLE = "vllm/v1/core/single_type_kv_cache_manager.py:2656-2730 (spec -> manager registry)"
 
 
+_KIND_CODES = {**{name: 1 for name in ATTENTION_SPECS}, **{name: 2 for name in STATE_SPECS}}
+
+
 def kind_code(spec_type):
     """1 for the attention family, 2 for state specs, 0 for anything else (a term or an int)."""
+    if type(spec_type) is str:  # concrete: a table look-up
+        return _KIND_CODES.get(spec_type, 0)
     return If(Or(*[spec_type == name for name in ATTENTION_SPECS]), 1, If(Or(*[spec_type == name for name in STATE_SPECS]), 2, 0))
 
 
@@ -101,6 +107,27 @@ def layer_specs_cover_layers(group, hybrid):
     return sorted(specs) == sorted(group.layer_names)
 
 
+@binding("scheduler")
+def scheduler_groups_with_evidence(record):
+    """Every cache group of a scheduler record, with whether the record holds hybrid evidence."""
+    hybrid = any(g.spec not in (ABSENT, None) for g in record.cache.groups)
+    for index, group in enumerate(record.cache.groups):
+        yield Instance(f"$.cache.groups[{index}]", (group.spec not in (ABSENT, None), hybrid),
+                       {"layers": layer_list(group.layer_names)})
+
+
+@rule(
+    id="SC011",
+    message="scheduler cache group lacks the spec the other groups state: {layers}",
+    over=scheduler_groups_with_evidence,
+    field="spec",
+    source="vllm/v1/core/kv_cache_utils.py:1096-1117 (generate_scheduler_kv_cache_config: every group keeps a spec)",
+)
+def scheduler_group_states_spec(has_spec, hybrid):
+    """A 0.33.0 probe writes the scheduler's copy of every group's spec, or of none."""
+    return has_spec or not hybrid
+
+
 @rule(
     id="SC002",
     message="runtime cache group mixes cache kinds: {layers}",
@@ -113,6 +140,105 @@ def group_has_one_kind(group):
     """A ``UniformTypeKVCacheSpecs`` group holds layers of one registered type, so one kind."""
     specs = layer_specs_of(group)
     return And(*[kind_code(spec.spec_type) == kind_code(specs[0].spec_type) for spec in specs[1:]])
+
+
+@rule(
+    id="SC008",
+    message="runtime cache group block size contradicts its layer specs: {layers}",
+    over=worker_groups,
+    field="block_size_tokens",
+    after=("SC001", "SC007"),
+    source="vllm/v1/kv_cache_interface.py:1347-1361 (is_uniform_type: one block size), :1363-1372 "
+    "(UniformTypeKVCacheSpecs.block_size), kv_cache_planning.py:183-207 (merged group spec)",
+)
+def group_block_size_matches_layers(group):
+    """Every layer spec of a group has the group's block size (a uniform-type group is built only
+    over one block size; a merged group is its identical layer specs)."""
+    return And(*[spec.block_size == group.block_size_tokens for spec in layer_specs_of(group)])
+
+
+_FULL_BASE = ("FullAttentionSpec", "MLAAttentionSpec", "HiddenStateCacheSpec", "SinkFullAttentionSpec", "RSWASpec")
+
+
+def _uniform_with(first, spec):
+    """``first.is_uniform_with_collection`` for one more spec (kv_cache_interface.py:315-326 and the
+    overrides at 890, 957, 991, 1082, 1155), with the registry's base classes
+    (single_type_kv_cache_manager.py:2656-2730): the full-attention family groups together."""
+    t, u = first.spec_type, spec.spec_type
+    same = lambda name: SameScalar(getattr(spec, name), getattr(first, name))  # noqa: E731
+    if type(t) is str and type(u) is str:  # concrete: only the first spec's own condition
+        if t in _FULL_BASE:
+            return u in _FULL_BASE
+        if t == "SlidingWindowSpec":
+            return u in ("SlidingWindowSpec", "SlidingWindowMLASpec") and same("sliding_window")
+        if t in ("SlidingWindowMLASpec", "CircularBufferSpec"):
+            return u == t and (t == "CircularBufferSpec" or same("sliding_window"))
+        if t == "ChunkedLocalAttentionSpec":
+            return u == t and same("attention_chunk_size")
+        if t == "MambaSpec":
+            return (u == t and same("num_speculative_blocks") and same("num_prefill_checkpoint_blocks")
+                    and same("prefill_checkpoint_alignment") and spec.page_size_bytes == first.page_size_bytes)
+        return False
+    return Or(
+        And(Or(*[t == name for name in _FULL_BASE]), Or(*[u == name for name in _FULL_BASE])),
+        And(t == "SlidingWindowSpec", Or(u == "SlidingWindowSpec", u == "SlidingWindowMLASpec"), same("sliding_window")),
+        And(t == "SlidingWindowMLASpec", u == "SlidingWindowMLASpec", same("sliding_window")),
+        And(t == "ChunkedLocalAttentionSpec", u == "ChunkedLocalAttentionSpec", same("attention_chunk_size")),
+        And(t == "CircularBufferSpec", u == "CircularBufferSpec"),
+        And(t == "MambaSpec", u == "MambaSpec", same("num_speculative_blocks"), same("num_prefill_checkpoint_blocks"),
+            same("prefill_checkpoint_alignment"), spec.page_size_bytes == first.page_size_bytes),
+    )
+
+
+@rule(
+    id="SC009",
+    message="runtime cache group layer specs are not of one uniform type: {layers}",
+    over=worker_groups,
+    field="layer_specs",
+    after=("SC001", "SC007", "SC002", "SC008"),
+    source="vllm/v1/kv_cache_interface.py:1347-1361 (UniformTypeKVCacheSpecs.is_uniform_type), :315-326, "
+    ":890-897, :957-964, :991-996, :1082-1090, :1155-1166; kv_cache_planning.py:1634-1641 (one "
+    "extra_retained_tokens for every SWA spec); model_executor/layers/mamba/abstract.py:72-91 (one mamba_cache_mode)",
+)
+def group_layers_uniform(group):
+    """The layers of a group pass vLLM's uniform-type test against the first: one ``dcp_sharded``
+    value and the first spec's registered base type with that type's conditions (one window, one
+    chunk, Mamba: one speculative/checkpoint count, alignment and page); settings vLLM writes into
+    every spec alike (``extra_retained_tokens``, ``mamba_cache_mode``) agree too."""
+    specs = layer_specs_of(group)
+    if len(specs) < 2:
+        return True
+    first = specs[0]
+    return And(*[And(SameScalar(spec.dcp_sharded, first.dcp_sharded), _uniform_with(first, spec),
+                     SameScalar(spec.extra_retained_tokens, first.extra_retained_tokens),
+                     SameScalar(spec.mamba_cache_mode, first.mamba_cache_mode)) for spec in specs[1:]])
+
+
+@rule(
+    id="SC010",
+    message="runtime cache group page size contradicts its layer specs: {layers}",
+    over=worker_groups,
+    field="page_size_bytes",
+    after=("SC001", "SC007", "SC008", "SC009"),
+    source="vllm/v1/kv_cache_interface.py:1318-1320 (UniformTypeKVCacheSpecs.page_size_bytes: the sum of "
+    "the layer pages); kv_cache_planning.py:183-207 (a merged group spec is its layers' spec)",
+)
+def group_page_matches_layers(group):
+    """A uniform-type group's page is the sum of its layers' pages; any other group is the merge
+    of identical layer specs (``merge`` asserts every compared field equal,
+    kv_cache_interface.py:662-727), so it has their class and page and its layers' specs agree
+    field by field."""
+    specs = layer_specs_of(group)
+    if not specs:
+        return True
+    uniform = group.spec_type == UNIFORM_GROUP
+    summed = group.page_size_bytes == Sum(*[spec.page_size_bytes for spec in specs])
+    if uniform is True:  # concrete: the merged branch need not be built
+        return summed
+    first = specs[0]
+    merged = And(*[And(spec.spec_type == group.spec_type, spec.page_size_bytes == group.page_size_bytes) for spec in specs],
+                 *[SameScalar(getattr(spec, name), getattr(first, name)) for spec in specs[1:] for name in _SPEC_FIELDS])
+    return If(uniform, summed, merged)
 
 
 @rule(
@@ -159,6 +285,104 @@ def state_evidence_matches_spec(group):
     if group.state in (ABSENT, None):
         return Not(is_state)
     return And(is_state, IntIs(group.state.blocks_per_request, lambda n: n == _expected_state_blocks(group)))
+
+
+@rule(
+    id="SC012",
+    message="runtime state cache group speculative blocks contradict its cache spec: {layers}",
+    over=worker_groups,
+    field="state.num_speculative_blocks",
+    after=("SC001", "SC002", "SC003", "SC004", "SC009"),
+    source="vllm/v1/kv_cache_interface.py:1094-1104 (MambaSpec.num_speculative_blocks), "
+    "model_executor/layers/mamba/abstract.py:72-91",
+)
+def state_speculative_blocks_match_spec(group):
+    """A Mamba group's state evidence states its spec's speculative blocks; a ring's states none or 0."""
+    if group.state in (ABSENT, None):
+        return True
+    stated = group.state.num_speculative_blocks
+    specs = layer_specs_of(group)
+    if not specs:  # no layer on this stage, or no hybrid evidence: nothing to compare with
+        return True
+    first = specs[0]
+    mamba = first.spec_type == "MambaSpec"
+    return If(mamba, IntIs(stated, lambda k: k == OrDefault(first.num_speculative_blocks, 0)),
+              Implies(Present(stated), IntIs(stated, lambda k: k == 0)))
+
+
+@binding("worker", "scheduler")
+def stated_specs(record):
+    """Every layer spec a record states: worker layer specs, the scheduler's group specs."""
+    for index, group in enumerate(record.cache.groups):
+        subject = f"$.cache.groups[{index}]"
+        if record.kind == "worker":
+            specs = group.layer_specs if group.layer_specs not in (ABSENT, None) else {}
+            for name in group.layer_names:
+                if name in specs:
+                    yield Instance(child(child(subject, "layer_specs"), name), (specs[name],), {"layer": name})
+        elif group.spec not in (ABSENT, None):
+            yield Instance(f"{subject}.spec", (group.spec,), {"layer": layer_list(group.layer_names)})
+
+
+def _product(values):
+    out = 1
+    for value in values:
+        out = out * value
+    return out
+
+
+def _derived_page(spec):
+    """``(derivable, unpadded page)`` of a spec from its fields (kv_cache_interface.py:579-601 for
+    the attention family and rings, :1106-1129 for Mamba); not derivable when a field the formula
+    needs is missing or a dtype is not in the table (other rules and the loader speak to those).
+    Both formulas are built and the class selects one, so a symbolic class stays symbolic."""
+    t = spec.spec_type
+    is_mamba = t == "MambaSpec"
+    is_attention = Or(*[t == name for name in ATTENTION_SPECS], t == "CircularBufferSpec")
+    concrete = type(t) is str
+    if concrete and not is_mamba and not is_attention:
+        return False, 0
+    shapes, dtypes = spec.shapes, spec.dtypes
+    if concrete and not is_mamba:
+        mamba_known, mamba_page = False, 0
+    elif isinstance(shapes, list) and isinstance(dtypes, list) and len(shapes) == len(dtypes):
+        sizes = [dtype_bytes(d) for d in dtypes]
+        mamba_known = And(*[size > 0 for size in sizes])
+        mamba_page = Sum(*[_product(shape) * size for shape, size in zip(shapes, sizes)])
+    else:
+        mamba_known, mamba_page = False, 0
+    if concrete and is_mamba:
+        return mamba_known, mamba_page
+    mla = Or(t == "MLAAttentionSpec", t == "HiddenStateCacheSpec", t == "SlidingWindowMLASpec")
+    heads = If(Present(spec.num_head_slots), ValueOf(spec.num_head_slots), ValueOf(spec.num_kv_heads))
+    head_size = ValueOf(spec.head_size)
+    head_v = If(Present(spec.head_size_v), ValueOf(spec.head_size_v), If(mla, 0, head_size))
+    size = dtype_bytes(spec.dtype)
+    content = If(Present(spec.state_content_bytes), ValueOf(spec.state_content_bytes), (head_size + head_v) * size)
+    tokens = ValueOf(spec.tokens_per_state, 1)
+    states = If(tokens > 0, div(spec.block_size, If(tokens > 0, tokens, 1)), 1)
+    attention_known = And(Present(spec.num_kv_heads), Present(spec.head_size),
+                          Or(Present(spec.state_content_bytes), size > 0))
+    known = Or(And(is_mamba, mamba_known), And(is_attention, attention_known))
+    return known, If(is_mamba, mamba_page, heads * states * content)
+
+
+@rule(
+    id="SC013",
+    message="layer spec page size contradicts its fields: {layer}",
+    over=stated_specs,
+    field="page_size_bytes",
+    after=("SC001",),
+    source="vllm/v1/kv_cache_interface.py:579-601 (AttentionSpec: num_heads x num_states x "
+    "state_content_size_bytes, or page_size_padded >= it), :268-275 (num_states), :1106-1129 (MambaSpec: "
+    "sum of prod(shape) x dtype size, or page_size_padded >= it), :719-725 (MLA alignment padding)",
+)
+def page_matches_fields(spec):
+    """A spec's page is its padded page (never below the derived one) or the page its fields give."""
+    derivable, unpadded = _derived_page(spec)
+    padded = spec.page_size_padded
+    page = If(Present(padded), ValueOf(padded), unpadded)
+    return Implies(derivable, And(spec.page_size_bytes == page, Implies(Present(padded), ValueOf(padded) >= unpadded)))
 
 
 def _pairs(bundle):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..logic import And, IntIs, IsNumber, OrDefault, Present, RealOf, ValueOf, is_symbolic
+from ..logic import And, If, Implies, IntIs, IsNumber, Or, OrDefault, Present, RealOf, SameScalar, ValueOf, is_symbolic
 from ..models.codec import ABSENT
 from ..sim import demand
 from ..sim.concurrency import kv_cache_size_tokens
@@ -173,3 +173,108 @@ def pool_blocks_agree(scheduler_blocks, worker_blocks):
     """The scheduler's config is worker 0's, and all workers share the minimum."""
     return scheduler_blocks == worker_blocks
 
+
+
+def _explain_one_request(cache, config):
+    return {"n": cache.num_blocks, "m": total_blocks(cache, config)}
+
+
+@rule(
+    id="SU005",
+    message="{scheduler} has {n} blocks, but one request at max_model_len needs {m} blocks besides the null block",
+    over=scheduler_capacity,
+    field="num_blocks",
+    after=("SC001", "CK001", "CK002", "PC002"),
+    explain=_explain_one_request,
+    source="vllm/v1/core/kv_cache_planning.py:1533-1558 (check_memory = available - bytes_per_block, "
+    "_check_enough_kv_cache_memory), :1253-1285 (_max_memory_usage_bytes_from_groups = bytes_per_block x blocks), "
+    ":1510-1531 (num_gpu_blocks_override), :1575-1595 (the minimum over workers)",
+)
+def pool_holds_one_request(cache, config):
+    """vLLM refuses to start unless ``(blocks_per_request + 1) * bytes_per_block`` fits the
+    available memory (the null block is held back), so ``num_blocks = available // bytes_per_block``
+    (or the override) exceeds the sum of the groups' blocks per request; every worker passed that
+    check and the pool is their minimum."""
+    return cache.num_blocks > total_blocks(cache, config)
+
+
+#: ResolvedConfig fields every process of one engine resolves alike: one ``VllmConfig`` is built
+#: before the workers are spawned and auto-fit sends ``max_model_len`` to them
+#: (v1/engine/core.py:327-332). Not ``block_size``/``mamba_block_size``: a multiprocess executor
+#: aligns them in the worker processes only (v1/executor/multiproc_executor.py:802) and the engine
+#: writes its group block size back afterwards (core.py:334-352).
+SHARED_SETTINGS = (
+    "max_model_len", "enable_prefix_caching", "max_num_batched_tokens", "mamba_cache_mode", "prefix_match_unit",
+    "max_num_seqs", "async_scheduling", "max_in_flight_tokens", "num_speculative_tokens", "tensor_parallel_size",
+    "pipeline_parallel_size", "decode_context_parallel_size", "num_gpu_blocks_override",
+    "prefix_cache_retention_interval",
+)
+
+
+@binding("bundle")
+def worker_settings(bundle):
+    """Each shared setting of each worker record with its scheduler's (same DP rank and phase)."""
+    for scheduler in bundle.of_kind("scheduler"):
+        for worker in bundle.of_kind("worker"):
+            if worker.obj.dp_rank == scheduler.obj.dp_rank and worker.obj.phase == scheduler.obj.phase:
+                names = {"scheduler": scheduler_name(scheduler.obj), "worker": worker_name(worker.obj)}
+                for field in SHARED_SETTINGS:
+                    yield Instance(f"$.resolved_config.{field}",
+                                   (getattr(worker.obj.resolved_config, field), getattr(scheduler.obj.resolved_config, field)),
+                                   {**names, "field": field}, file=worker.file)
+
+
+@rule(
+    id="SU006",
+    message="{worker} resolved {field} differently from {scheduler}",
+    over=worker_settings,
+    source="vllm/v1/engine/core.py:327-332 (auto-fit max_model_len sent to the workers); vllm/config/vllm.py "
+    "(one VllmConfig per engine, pickled to every worker); vllm/v1/executor/multiproc_executor.py:802",
+)
+def settings_agree(worker_value, scheduler_value):
+    """The same JSON value (absent and null differ: the probe writes the same keys everywhere)."""
+    return SameScalar(worker_value, scheduler_value)
+
+
+@binding("scheduler")
+def scheduler_settings(record):
+    """The scheduler's resolved settings."""
+    yield Instance("$.resolved_config", (record.resolved_config,), {"scheduler": scheduler_name(record)})
+
+
+def _in_flight_options(config, async_scheduling):
+    """``max_concurrent_batches * max_num_batched_tokens`` on either model runner."""
+    pp = OrDefault(config.pipeline_parallel_size, 1)
+    tokens = config.max_num_batched_tokens
+    return [demand.max_in_flight_tokens(tokens, async_scheduling, pp, v2) for v2 in (False, True)]
+
+
+def _explain_in_flight(config):
+    known = config.async_scheduling not in (ABSENT, None)
+    options = sorted({*_in_flight_options(config, bool(config.async_scheduling))} if known
+                     else {*_in_flight_options(config, True), *_in_flight_options(config, False)})
+    return {"value": config.max_in_flight_tokens, "allowed": " or ".join(str(o) for o in options)}
+
+
+@rule(
+    id="SU007",
+    message="{scheduler} records max_in_flight_tokens {value}, but its batch settings give {allowed}",
+    over=scheduler_settings,
+    field="max_in_flight_tokens",
+    explain=_explain_in_flight,
+    source="vllm/config/vllm.py:587-609 (max_concurrent_batches, max_in_flight_tokens), :731-760 (use_v2_model_runner)",
+)
+def in_flight_tokens_derived(config):
+    """A recorded ``max_in_flight_tokens`` is ``max_concurrent_batches x max_num_batched_tokens``:
+    ``pp`` without async scheduling; with it ``pp + 1`` on the V2 model runner, 2 on the V1 runner
+    at ``pp`` 1 (else ``pp``). The runner is not recorded, so either is accepted; so is either
+    scheduling mode when ``async_scheduling`` is not recorded."""
+    recorded = config.max_in_flight_tokens
+    value = ValueOf(recorded)
+
+    def matches(async_scheduling):
+        return Or(*[value == option for option in _in_flight_options(config, async_scheduling)])
+
+    known = Present(config.async_scheduling)
+    return Implies(Present(recorded), If(known, matches(OrDefault(config.async_scheduling, False)),
+                                         Or(matches(True), matches(False))))

@@ -192,3 +192,65 @@ def mamba_views_match_state_shapes(views, place, num_blocks):
                    view.element_size_bytes == dtype_bytes(dtype), view.block_axis == 0, view.kernel_block_stride == 0]
     return And(*checks)
 
+
+
+@binding("worker")
+def attention_group_layers(record):
+    """Every ``attention_groups`` entry, with the layers the entries before it list."""
+    groups = record.cache.attention_groups
+    if groups in (ABSENT, None):
+        return
+    earlier: set[str] = set()
+    for index, group in enumerate(groups):
+        names = list(group.layer_names)
+        repeated = sorted({name for name in names if name in earlier or names.count(name) > 1})
+        yield Instance(f"$.cache.attention_groups[{index}]", (names, frozenset(earlier)),
+                       {"layers": ", ".join(repeated)})
+        earlier.update(names)
+
+
+@rule(
+    id="VC008",
+    message="layers are bound by more than one attention group: {layers}",
+    over=attention_group_layers,
+    field="layer_names",
+    source="vllm/v1/worker/gpu_model_runner.py:6648-6720 (get_attn_backends_for_group: each layer of a KV cache "
+    "group under one (backend, spec, num_heads_q) key; create_attn_groups: one AttentionGroup per key)",
+)
+def layers_bound_once(names, earlier):
+    """The model runner partitions each KV cache group's layers among its attention groups, so a
+    layer is in exactly one entry, once (a duplicated entry repeats its layers)."""
+    return len(set(names)) == len(names) and not (set(names) & earlier)
+
+
+@binding("worker")
+def model_runner_kernel_blocks(record):
+    """The model runner's kernel block sizes with the cache groups."""
+    runner = record.cache.model_runner
+    if runner in (ABSENT, None):
+        return
+    yield Instance("$.cache.model_runner.kernel_block_sizes",
+                   (list(runner.kernel_block_sizes), record.cache.groups, record.cache.tensor_allocations))
+
+
+@rule(
+    id="VC009",
+    message="model runner kernel block sizes contradict the cache groups",
+    over=model_runner_kernel_blocks,
+    source="vllm/v1/worker/utils.py:630-684 (prepare_kernel_block_sizes: one size per cache group; the block "
+    "size for specs without layer views, for Mamba and for block-outermost packing, a divisor of it otherwise)",
+)
+def kernel_block_sizes_match_groups(sizes, groups, tensors):
+    """One positive kernel block per group that divides the group's block size, and is the block
+    size itself for a state group (Mamba, ring: no splitting) and for a group packed block-outermost
+    (a tensor holding its layers has ``block_stride > layer_stride``: never split group-wide)."""
+    if len(sizes) != len(groups):
+        return False
+    checks = []
+    for size, group in zip(sizes, groups):
+        names = set(group.layer_names)
+        packed = Or(*[t.block_stride > t.layer_stride for t in tensors if names & set(t.layers)])
+        unsplit = Or(group.kind == "state", group.spec_type == "MambaSpec", group.spec_type == "CircularBufferSpec", packed)
+        checks.append(And(size > 0, mod(group.block_size_tokens, size) == 0,
+                          Implies(unsplit, size == group.block_size_tokens)))
+    return And(*checks)

@@ -107,6 +107,19 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
     pc = geometry.enable_prefix_caching if present(geometry.enable_prefix_caching) else True
     has_mamba = any(layer.entry.spec == "MambaSpec" for layer in layers)
 
+    # VllmConfig.__post_init__ (config/vllm.py:1651-1680), before the validate_mamba_block_size
+    # validator: explicit async scheduling on the V1 model runner (suffix / custom_class drafting)
+    # with a V1 incompatibility is refused.
+    early_spec = geometry.speculative if present(geometry.speculative) else None
+    early_method = _method(early_spec.method) if early_spec is not None else None
+    if geometry.async_scheduling is True and early_method in _V2_UNSUPPORTED:
+        incompatible = (f"{early_method}-based speculative decoding" if early_method not in _ASYNC_COMPATIBLE
+                        else "pipeline parallelism" if _pipeline_parallel_size(geometry) > 1 else None)
+        if incompatible is not None:
+            raise VllmValueError(
+                f"Async scheduling is not supported by the V1 model runner with {incompatible}.",
+                "config/vllm.py:1675-1680",
+            )
     mamba_block_size = geometry.mamba_block_size if present(geometry.mamba_block_size) else None
     # VllmConfig.validate_mamba_block_size (config/vllm.py:3441-3452)
     if mamba_block_size is not None and mamba_block_size != max_model_len and not pc:

@@ -163,11 +163,11 @@ def _plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[
     groups: list[KVCacheGroupSpec] = worker.groups
     if not groups:
         return []
-    # builder.get_kv_cache_config_from_groups(..., num_blocks): num_gpu_blocks_override still applies
-    # (kv_cache_planning.py:681); the kernel block table is drawn for blocks 0..min(3, num_blocks)-1.
-    config = get_kv_cache_config_from_groups(
-        groups, layout, num_blocks * worker.bytes_per_block, plan_result.settings.num_gpu_blocks_override
-    )
+    # builder.get_kv_cache_config_from_groups(..., num_blocks) on a views.num_blocks-block pool: the
+    # real pool's block count (override or memory) only scales the shapes, so num_gpu_blocks_override
+    # is left out here as vLLM's own one-block probe leaves it out (kv_cache_planning.py:286-293); the
+    # kernel block table is drawn for blocks 0..min(3, num_blocks)-1.
+    config = get_kv_cache_config_from_groups(groups, layout, num_blocks * worker.bytes_per_block, None)
     table_rows = min(DEFAULT_VIEW_BLOCKS, num_blocks)
     num_blocks = config.num_blocks
     tensors = config.kv_cache_tensors

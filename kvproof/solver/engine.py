@@ -53,6 +53,94 @@ def _small_domain(spath: str) -> bool:
     return spath.rsplit(".", 1)[-1] in SMALL_DOMAIN
 
 
+#: z3 operators that make a term nonlinear when two operands (a product) or the divisor (a
+#: division, a modulo) are not constants.
+_NONLINEAR_OPS = frozenset({z3.Z3_OP_MUL, z3.Z3_OP_IDIV, z3.Z3_OP_MOD, z3.Z3_OP_REM, z3.Z3_OP_DIV, z3.Z3_OP_POWER})
+
+
+def nonlinear_consts(terms: Iterable[Any]) -> set[str]:
+    """Names of the constants that occur under a nonlinear node of the terms: a product with two
+    or more non-constant factors, or a division/modulo by a non-constant (every operand's
+    constants). Empty: the terms are linear."""
+    from z3 import z3core as c
+
+    ctx = z3.main_ctx().ref()
+    app_kind = z3.Z3_APP_AST
+    uninterpreted = z3.Z3_OP_UNINTERPRETED
+    ground: dict[int, bool] = {}  # ast id -> no uninterpreted constant below
+    out: set[str] = set()
+    nonlinear: list = []
+    stack = [(t.as_ast(), False) for t in terms]
+    while stack:
+        ast, done = stack.pop()
+        ident = c.Z3_get_ast_id(ctx, ast)
+        if ident in ground and not done:
+            continue
+        if c.Z3_get_ast_kind(ctx, ast) != app_kind:
+            ground[ident] = True
+            continue
+        app = c.Z3_to_app(ctx, ast)
+        count = c.Z3_get_app_num_args(ctx, app)
+        decl = c.Z3_get_app_decl(ctx, app)
+        if count == 0:
+            ground[ident] = c.Z3_get_decl_kind(ctx, decl) != uninterpreted
+            continue
+        args = [c.Z3_get_app_arg(ctx, app, i) for i in range(count)]
+        if not done:
+            stack.append((ast, True))
+            stack.extend((arg, False) for arg in args)
+            continue
+        flags = [ground[c.Z3_get_ast_id(ctx, arg)] for arg in args]
+        ground[ident] = all(flags)
+        kind = c.Z3_get_decl_kind(ctx, decl)
+        if kind in _NONLINEAR_OPS:
+            if kind == z3.Z3_OP_MUL:
+                hit = sum(1 for flag in flags if not flag) >= 2
+            else:
+                hit = not flags[-1]
+            if hit:
+                nonlinear.extend(z3.z3._to_expr_ref(arg, z3.main_ctx()) for arg, flag in zip(args, flags) if not flag)
+    if nonlinear:
+        out = collect_consts(nonlinear)
+    return out
+
+
+_PIN_PAIRS: dict = {}
+
+
+def pin_pairs(leaf: Leaf) -> list[tuple[Any, Any]]:
+    """``(variable, template constant)`` pairs that substitute a leaf's template value (empty
+    when the leaf has no comparable template value)."""
+    key = (leaf.name, tuple(leaf.var_names), type(leaf.template).__name__, repr(leaf.template))
+    pairs = _PIN_PAIRS.get(key)
+    if pairs is None:
+        pairs = _PIN_PAIRS[key] = _pin_pairs(leaf)
+    return pairs
+
+
+def _pin_pairs(leaf: Leaf) -> list[tuple[Any, Any]]:
+    equal = leaf.template_eq()
+    if equal is None:
+        return []
+    parts = equal.children() if z3.is_and(equal) else [equal]
+    out = []
+    for part in parts:
+        if not z3.is_eq(part):
+            return []
+        a, b = part.children()
+        if not (z3.is_const(a) and a.decl().kind() == z3.Z3_OP_UNINTERPRETED):
+            a, b = b, a
+        if not (z3.is_const(a) and a.decl().kind() == z3.Z3_OP_UNINTERPRETED) or collect_consts([b]):
+            return []
+        out.append((a, b))
+    return out
+
+
+#: A slice question (a subset of the rules on a fresh solver) gets ``rlimit // SLICE_FRACTION``.
+SLICE_FRACTION = 40
+#: ... and at most this many seconds (nlsat does not always look at the resource limit in time).
+SLICE_SECONDS = 2.0
+
 #: Directory name the symbolic documents pretend to live in (the checker bundles by directory).
 VIRTUAL_DIR = "witness"
 
@@ -202,6 +290,8 @@ class Session:
         self.prefix_open = False
         self.build_seconds = 0.0
         self.builds = 0
+        #: answers of slice questions by their terms (a Prover shares one dict among its sessions)
+        self.cache: dict = {}
         self._build()
 
     # -- building ---------------------------------------------------------------------------
@@ -513,18 +603,42 @@ class Session:
                 out.append((other.id, tuple(sorted(t.get_id() for t in encoded.terms))))
             elif encoded.error:
                 out.append((other.id, encoded.error))
+        terms = [t for other in self.rules[: index + 1] for t in (self.encode(other).terms or [])]
+        out.append(("axioms", self._axiom_ids(terms)))
         return tuple(out)
 
     def reach(self, rule: Rule, force: Iterable[str] = (), free_first: bool = False,
-              hints: Iterable[str] = ()) -> Outcome:
+              hints: Iterable = (), seen: dict | None = None) -> Outcome:
         """Some document of the shape passes every rule before ``rule`` and fails it. ``force``:
-        leaf names that keep their template value (no relaxing). ``free_first``: ask without the
-        soft pins first (cheaper when the answer is probably unsat). ``hints``: earlier rules
-        that made the question unsat in another shape; if they alone (with the goal) are unsat
-        here, so is the whole prefix, and the much smaller query answers it."""
+        leaf names that keep their template value (no relaxing). ``free_first``: the answer is
+        probably unsat (the rule was unsat in a smaller shape, or is expected dead): try slices of
+        the prefix first. ``hints``: the cores of earlier shapes, each ``(rule IDs, pinned)``
+        (or plain rule IDs): if those rules alone (with the goal) are unsat here, so is the whole
+        prefix, and the much smaller query answers it; a core that needed small-domain values
+        held (``pinned``) is asked linearized right away. ``seen``: fingerprints of the full
+        questions already asked (an identical one is answered ``duplicate``)."""
         goal, early = self.goal(rule)
         if early is not None:
             return early
+        index = self.order[rule.id]
+        force = list(force)
+        prefix = self.rules[:index]
+        hint_sets = [] if force else _hint_sets(hints)
+        for ids, pinned in hint_sets:
+            rules = self._encoded_rules([r for r in prefix if r.id in ids])
+            if rules is None:
+                continue
+            goal, early = self.goal(rule)
+            if early is not None:
+                return early
+            outcome = self._hinted(rule, goal, rules, pinned, prefix)
+            if outcome.status == "unsat":
+                return outcome
+        if any(pinned for _, pinned in hint_sets):
+            # an earlier shape needed the small-domain values held: the prerequisites, linearized
+            outcome = self._after_slice(rule, prefix, linear=True)
+            if outcome is not None:
+                return outcome
         blockers = self.structural_blockers(rule)
         if blockers:
             return Outcome("trivial", core=blockers, reason="an earlier rule fails by structure")
@@ -532,48 +646,240 @@ class Session:
         goal, early = self.goal(rule)  # a rebuild during advance makes new terms
         if early is not None:
             return early
-        hinted = [r for r in self.rules[: self.order[rule.id]] if r.id in set(hints)]
-        if (hinted or free_first) and not list(force):
-            # unsat of a slice of the prefix is unsat of the prefix: the rules of an earlier core,
-            # then every earlier rule that shares a leaf with the goal
-            slices = [hinted] if hinted else []
-            slices.append(self._cone(rule, goal))
+        if seen is not None and not force:
+            fingerprint = self.fingerprint(rule)
+            if fingerprint in seen:
+                return Outcome("duplicate", reason="the same formula as a shape already answered")
+            seen[fingerprint] = [t for r in self.rules[: index + 1] for t in (self.encoded[r.id].terms or [])]
+        if free_first and not force:
+            slices = self._slices(rule, goal, prefix)
+            if any(pinned for _, pinned in hint_sets):
+                slices.append([r for r in prefix if self.encoded[r.id].terms])  # the whole prefix, linearized
             for rules in slices:
-                sliced = self._sliced(rule, goal, rules) if rules else None
-                if sliced is not None:
-                    if len(rules) > len(hinted):
-                        sliced = self._minimize_rules(rule, goal, sliced)
+                outcome = self.slice_check(rule, goal, rules, pool=prefix)
+                if outcome.status == "unknown":
+                    # past the limits (nonlinear): the same slice with the small-domain factors held
+                    outcome = self.slice_check(rule, goal, rules, linear=True, pool=prefix)
+                if outcome.status == "unsat":
+                    return outcome
+            self.advance(rule)
+        outcome = self._ask(rule, goal, force, prefix_scope=True)
+        if outcome.status == "unknown" and not force:
+            for rules in self._slices(rule, goal, prefix) + [prefix]:
+                sliced = self.slice_check(rule, goal, rules, linear=True, pool=prefix, held_goal=True)
+                if sliced.status == "unsat":
                     return sliced
             self.advance(rule)
+            outcome = self._ask(rule, goal, force, prefix_scope=True, fixed_only=True, previous=outcome)
+        return outcome
+
+    def _hinted(self, rule: Rule, goal: Any, rules: list[Rule], pinned: bool, pool: list[Rule]) -> Outcome:
+        """The slice of an earlier core; linearized when that core needed small-domain values
+        held. When the held values alone decide the goal, the slice is asked unpinned with a
+        small budget first: sat there means another small-domain value might reach the goal (so
+        the full question is asked); otherwise the held answer stands, as after an unknown."""
+        outcome = self.slice_check(rule, goal, rules, linear=pinned, pool=pool)
+        if outcome.status != "unknown" or outcome.reason != "held":
+            return outcome
+        plain = self.slice_check(rule, goal, rules, pool=pool)
+        if plain.status != "unknown":
+            return plain
+        return self.slice_check(rule, goal, rules, linear=True, pool=pool, held_goal=True)
+
+    def _after_slice(self, rule: Rule, pool: list[Rule], linear: bool) -> Outcome | None:
+        """The goal against the rule's prerequisites (``after``, transitively) alone."""
+        closure = _after_closure(rule, pool)
+        if not closure:
+            return None
+        rules = self._encoded_rules([r for r in pool if r.id in closure])
+        goal, early = self.goal(rule)
+        if rules is None or early is not None:
+            return None
+        outcome = self.slice_check(rule, goal, rules, linear=linear, pool=pool)
+        return outcome if outcome.status == "unsat" else None
+
+    def _ask(self, rule: Rule, goal: Any, force: list, prefix_scope: bool, pool: list[Rule] | None = None,
+             fixed_only: bool = False, previous: Outcome | None = None) -> Outcome:
+        """The full question on the session solver: the prefix scope (or ``pool`` asserted in a
+        scope of its own), the goal, the relax loop; ``fixed_only``: with the small-domain leaves
+        held (the fallback of a query past its limits)."""
         solver = self.solver
         solver.push()
         try:
+            if pool is not None:
+                for other in pool:
+                    solver.assert_and_track(z3.And(*self.encoded[other.id].terms), other.id)
             solver.assert_and_track(goal, f"goal:{rule.id}")
             for name in force:
                 literal = f"pin {name}"
                 if literal in self.pin_leaf:
                     solver.add(z3.Bool(literal))
-            outcome = self._solve(free_first)
+            if fixed_only:
+                fixed = self._fixed()
+                outcome = self._relax(fixed) if fixed else (previous or Outcome("unknown"))
+                if outcome.status == "unknown" and previous is not None:
+                    outcome.reason = outcome.reason or previous.reason
+            else:
+                outcome = self._relax()
         finally:
             solver.pop()
-        if outcome.status == "unsat" and not list(force):
-            outcome = self._minimize_rules(rule, goal, outcome)
+        if outcome.status == "unsat" and not force:
+            outcome = self._minimize_rules(rule, goal, outcome, pool)
         return outcome
 
-    def _subset_check(self, rule: Rule, goal: Any, rules: list[Rule], assumptions: list) -> tuple[Any, list[str]]:
-        """Check the goal with only ``rules`` of the prefix (a short call): (result, core)."""
-        self.close_prefix()
-        solver = self.solver
-        solver.push()
-        try:
-            for earlier in rules:
-                solver.assert_and_track(z3.And(*self.encoded[earlier.id].terms), earlier.id)
-            solver.assert_and_track(goal, f"goal:{rule.id}")
-            result = self._short_check(assumptions)
-            core = [c.decl().name() for c in solver.unsat_core()] if result == z3.unsat else []
-            return result, core
-        finally:
-            solver.pop()
+    def _fixed(self) -> list:
+        return [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
+
+    def _encoded_rules(self, rules: list[Rule]) -> list[Rule] | None:
+        """Encode ``rules`` (None when one cannot run on this shape)."""
+        for _ in range(50):
+            builds = self.builds
+            for other in rules:
+                self.encode(other)
+            if builds == self.builds:
+                break
+        out = []
+        for other in rules:
+            encoded = self.encoded.get(other.id)
+            if encoded is None or encoded.error is not None:
+                return None
+            if encoded.terms:
+                out.append(other)
+        return out
+
+    def _slices(self, rule: Rule, goal: Any, pool: list[Rule]) -> list[list[Rule]]:
+        """Subsets of ``pool`` worth asking alone: the rule's prerequisites (``after``, closed
+        transitively), then every rule that shares a leaf with the goal."""
+        closure = _after_closure(rule, pool)
+        out = []
+        after = [r for r in pool if r.id in closure and self.encoded.get(r.id) and self.encoded[r.id].terms]
+        if after:
+            out.append(after)
+        cone = self._cone(rule, goal, pool)
+        if cone and [r.id for r in cone] != [r.id for r in after]:
+            out.append(cone)
+        return out
+
+    # -- slices: a subset of the rules on a fresh solver ------------------------------------
+    def slice_check(self, rule: Rule, goal: Any, rules: list[Rule], linear: bool = False,
+                    timeout: float | None = None, pool: list[Rule] | None = None,
+                    held_goal: bool = False) -> Outcome:
+        """Unsat of the goal with only ``rules`` asserted (then it is unsat with every rule of a
+        larger set too): an ``unsat`` Outcome with the core minimized over ``rules``; otherwise
+        ``sat`` (of the slice only: no witness) or ``unknown``.
+
+        The question goes to a fresh solver with only the domain axioms of the leaves it reads.
+        ``linear``: the small-domain leaves (:data:`SMALL_DOMAIN`) that occur under a nonlinear
+        term (a product of two symbolic factors, a division by a symbolic value) are replaced by
+        their template values first, so the query is linear, and the core names them
+        ``SHAPE:pin <path> = <value>`` (dead *for those values*). When the held values alone make
+        the goal impossible, the answer is ``unknown`` with ``reason`` "held" unless
+        ``held_goal`` (then the core is the goal and those pins). Identical questions (same
+        terms) are answered once per run (``cache``)."""
+        parts = [(other.id, z3.And(*self.encoded[other.id].terms)) for other in rules]
+        parts.append((f"goal:{rule.id}", goal))
+        pinned: list[Leaf] = []
+        cache = self.cache
+        # the domain axioms belong to the question (a float leaf's grid axiom keeps its template)
+        key: tuple = (linear, held_goal, tuple((name, term.get_id()) for name, term in parts),
+                      self._axiom_ids([term for _, term in parts]))
+        if linear:
+            names: set[str] = set()
+            for _name, term in parts:
+                memo = cache.get(("nonlinear", term.get_id()))
+                if memo is None:
+                    memo = cache[("nonlinear", term.get_id())] = (nonlinear_consts([term]), term)
+                names |= memo[0]
+            pinned = self._small_leaves(names)
+            if not pinned:
+                return Outcome("unknown", reason="linear already")  # the plain question was the linear one
+            key += (tuple((leaf.name, repr(leaf.template)) for leaf in pinned),)
+        if key in cache:
+            status, core, _alive = cache[key]
+            return Outcome(status, core=list(core))
+        alive = list(parts)
+        if linear:
+            pairs = [pair for leaf in pinned for pair in pin_pairs(leaf)]
+            parts = [(name, z3.simplify(z3.substitute(term, *pairs))) for name, term in parts]
+            if z3.is_false(parts[-1][1]) and not held_goal:
+                cache[key] = ("unknown", [], alive)
+                return Outcome("unknown", reason="held")
+        limit = min(self.config.timeout, SLICE_SECONDS) if timeout is None else timeout
+        result, core = self._check_parts(parts, limit)
+        if result != z3.unsat:
+            status = "sat" if result == z3.sat else "unknown"
+            cache[key] = (status, [], alive)
+            return Outcome(status)
+        if linear and not held_goal:
+            # the pins alone must leave the goal possible (else they, not the rules, kill it)
+            alone, _ = self._check_parts(parts[-1:], limit)
+            if alone == z3.unsat:
+                cache[key] = ("unknown", [], alive)
+                return Outcome("unknown", reason="held")
+        named = [name for name in core if name in self.order]
+        if len(named) > 1:
+            kept = [(name, term) for name, term in parts if name in named]
+            goal_part = parts[-1]
+            for candidate in list(kept):
+                trial = [p for p in kept if p is not candidate]
+                trial_result, trial_core = self._check_parts(trial + [goal_part], limit)
+                if trial_result == z3.unsat:
+                    kept, core = trial, trial_core
+        labels = list(core)
+        if pinned:
+            by_name = dict(zip([r.id for r in rules] + [f"goal:{rule.id}"],
+                               [z3.And(*self.encoded[r.id].terms) for r in rules] + [goal]))
+            read = collect_consts([by_name[name] for name in core if name in by_name])
+            labels += [_pin_label(leaf) for leaf in pinned if any(n in read for n in leaf.var_names)]
+        cache[key] = ("unsat", labels, alive)
+        return Outcome("unsat", core=labels)
+
+    def _axiom_ids(self, terms: list) -> tuple:
+        """The ids of the domain axioms of the leaves the terms read (part of a question's key)."""
+        ids = set()
+        done: set[int] = set()
+        alive = self.cache.setdefault(("alive",), {})  # axiom terms stay alive: ids never recycled
+        for name in collect_consts(terms):
+            leaf = self.var_leaf.get(name)
+            if leaf is None or id(leaf) in done:
+                continue
+            done.add(id(leaf))
+            for axiom_name, axiom in leaf.axioms:
+                alive.setdefault(axiom.get_id(), axiom)
+                ids.add((axiom_name, axiom.get_id()))
+        return tuple(sorted(ids))
+
+    def _small_leaves(self, names: set[str]) -> list[Leaf]:
+        out, seen = [], set()
+        for name in sorted(names):
+            leaf = self.var_leaf.get(name)
+            if leaf is not None and id(leaf) not in seen and _small_domain(leaf.spath) and pin_pairs(leaf):
+                seen.add(id(leaf))
+                out.append(leaf)
+        return out
+
+    def _check_parts(self, parts: list[tuple[str, Any]], timeout: float) -> tuple[Any, list[str]]:
+        """Check named parts on a fresh solver with the axioms of the leaves they read. A slice
+        is a short question: its budget is a fraction of the resource limit (deterministic),
+        ``timeout`` only guards the wall clock."""
+        solver = z3.Solver()
+        solver.set("timeout", max(1, int(timeout * 1000)))
+        solver.set("rlimit", max(1, self.config.rlimit // SLICE_FRACTION))
+        solver.set("random_seed", self.config.seed)
+        names = collect_consts([term for _, term in parts])
+        done: set[int] = set()
+        for name in names:
+            leaf = self.var_leaf.get(name)
+            if leaf is None or id(leaf) in done:
+                continue
+            done.add(id(leaf))
+            for axiom_name, axiom in leaf.axioms:
+                solver.assert_and_track(axiom, axiom_name)
+        for name, term in parts:
+            solver.assert_and_track(term, name)
+        result = solver.check()
+        core = [c.decl().name() for c in solver.unsat_core()] if result == z3.unsat else []
+        return result, core
 
     def _cone(self, rule: Rule, goal: Any, pool: list[Rule] | None = None) -> list[Rule]:
         """Earlier rules (or the rules of ``pool``) that read a leaf the goal reads."""
@@ -585,44 +891,54 @@ class Session:
                 out.append(earlier)
         return out
 
-    def _sliced(self, rule: Rule, goal: Any, hinted: list[Rule]) -> Outcome | None:
-        """Unsat of the goal with only the hinted rules (then the full prefix is unsat too)."""
-        fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
-        for assumptions in ([[], fixed] if fixed else [[]]):
-            result, core = self._subset_check(rule, goal, hinted, assumptions)
-            if result == z3.unsat:
-                return Outcome("unsat", core=self._label(core))
-        return None
-
     def _minimize_rules(self, rule: Rule, goal: Any, outcome: Outcome, pool: list[Rule] | None = None) -> Outcome:
-        """Drop the rules an unsat core does not need (deletion, one short check each), so the
-        core names the rules that kill ``rule``; the axioms come from the last check."""
-        names = [c for c in outcome.core if c in self.order and c != rule.id]
+        """Drop the rules an unsat core does not need (deletion on a fresh solver, one short check
+        each), so the core names the rules that kill ``rule``; a core with ``SHAPE:pin`` is
+        minimized linearized (the same values held)."""
+        names = {c for c in outcome.core if c in self.order and c != rule.id}
         if len(names) <= 1:
             return outcome
-        fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
-        assumptions = fixed if any(c.startswith("SHAPE:pin ") for c in outcome.core) else []
+        pinned = any(c.startswith("SHAPE:pin ") for c in outcome.core)
         keep = [r for r in (self.rules if pool is None else pool) if r.id in names]
-        result, core = self._subset_check(rule, goal, keep, assumptions)
-        if result != z3.unsat:
+        smaller = self.slice_check(rule, goal, keep, linear=pinned)
+        if smaller.status != "unsat":
             return outcome
-        for candidate in list(keep):
-            trial = [r for r in keep if r is not candidate]
-            result, trial_core = self._subset_check(rule, goal, trial, assumptions)
-            if result == z3.unsat:
-                keep, core = trial, trial_core
-        return Outcome("unsat", core=self._label(core), released=outcome.released)
+        return Outcome("unsat", core=smaller.core, released=outcome.released)
 
-    def implied(self, rule: Rule, hints: Iterable[str] = (), force: Iterable[str] = ()) -> Outcome:
+    def implied(self, rule: Rule, hints: Iterable = (), force: Iterable[str] = (), seen: dict | None = None) -> Outcome:
         """Every document of the shape that passes every other rule passes ``rule`` (unsat).
-        Like :meth:`reach`, slices first: the rules of ``hints``, then the goal's cone."""
+        Like :meth:`reach`, slices first: the cores of ``hints``, the rule's prerequisites,
+        the goal's cone (in the earlier rules, then in all others); a query past its limits is
+        asked linearized (``SHAPE:pin`` in the core)."""
         goal, early = self.goal(rule)
         if early is not None:
             return early
+        force = list(force)
+        if not force:
+            others = [other for other in self.rules if other.id != rule.id]
+            for ids, pinned in _hint_sets(hints):
+                rules = self._encoded_rules([r for r in others if r.id in ids])
+                if rules is None:
+                    continue
+                goal, early = self.goal(rule)
+                if early is not None:
+                    return early
+                outcome = self._hinted(rule, goal, rules, pinned, others)
+                if outcome.status == "unsat":
+                    return outcome
+            if any(pinned for _, pinned in _hint_sets(hints)):
+                outcome = self._after_slice(rule, others, linear=True)
+                if outcome is not None:
+                    return outcome
         self.encode_all()
         goal, early = self.goal(rule)
         if early is not None:
             return early
+        if seen is not None and not force:
+            fingerprint = self.fingerprint(rule, every=True)
+            if fingerprint in seen:
+                return Outcome("duplicate", reason="the same formula as a shape already answered")
+            seen[fingerprint] = [t for e in self.encoded.values() for t in (e.terms or [])]
         others = [other for other in self.rules if other.id != rule.id]
         blockers = self.structural_blockers(rule, others)
         if blockers:
@@ -631,27 +947,24 @@ class Session:
         self.sync([t for e in self.encoded.values() if e.terms for t in e.terms])
         self.close_prefix()
         pool = [other for other in others if self.encoded[other.id].terms]
-        force = list(force)
-        hinted = [other for other in pool if other.id in set(hints)]
-        slices = ([hinted] if hinted else []) + [self._cone(rule, goal), self._cone(rule, goal, pool)]
-        for rules in ([] if force else slices):
-            sliced = self._sliced(rule, goal, rules) if rules else None
-            if sliced is not None:
-                return self._minimize_rules(rule, goal, sliced, pool)
-        solver = self.solver
-        solver.push()
-        try:
-            for other in pool:
-                solver.assert_and_track(z3.And(*self.encoded[other.id].terms), other.id)
-            solver.assert_and_track(goal, f"goal:{rule.id}")
-            for name in force:
-                if f"pin {name}" in self.pin_leaf:
-                    solver.add(z3.Bool(f"pin {name}"))
-            outcome = self._solve()
-        finally:
-            solver.pop()
-        if outcome.status == "unsat":
-            outcome = self._minimize_rules(rule, goal, outcome, pool)
+        slices = self._slices(rule, goal, self.rules[: self.order[rule.id]])
+        cone_all = self._cone(rule, goal, pool)
+        if cone_all and all([r.id for r in cone_all] != [r.id for r in s] for s in slices):
+            slices.append(cone_all)
+        if not force:
+            for rules in slices:
+                outcome = self.slice_check(rule, goal, rules, pool=pool)
+                if outcome.status == "unknown":
+                    outcome = self.slice_check(rule, goal, rules, linear=True, pool=pool)
+                if outcome.status == "unsat":
+                    return outcome
+        outcome = self._ask(rule, goal, force, prefix_scope=False, pool=pool)
+        if outcome.status == "unknown" and not force:
+            for rules in slices + [pool]:
+                sliced = self.slice_check(rule, goal, rules, linear=True, pool=pool, held_goal=True)
+                if sliced.status == "unsat":
+                    return sliced
+            outcome = self._ask(rule, goal, force, prefix_scope=False, pool=pool, fixed_only=True, previous=outcome)
         return outcome
 
     def check(self, extra: Any, label: str = "claim", prefix_all: bool = True) -> Outcome:
@@ -756,9 +1069,7 @@ class Session:
             if leaf is None:
                 out.append(name)
             else:
-                value = leaf.template
-                shown = "absent" if value is ABSENT else json.dumps(value)
-                out.append(f"SHAPE:pin {leaf.name} = {shown}")
+                out.append(_pin_label(leaf))
         return out
 
     def _minimal_core(self, assumptions: list, fallback: list[str]) -> list[str]:
@@ -780,3 +1091,32 @@ def _agrees(model: Any, leaf: Leaf) -> bool:
         return leaf.decode(model) == leaf.template and type(leaf.decode(model)) is type(leaf.template)
     except Exception:  # noqa: BLE001
         return False
+
+
+def _pin_label(leaf: Leaf) -> str:
+    value = leaf.template
+    shown = "absent" if value is ABSENT else json.dumps(value)
+    return f"SHAPE:pin {leaf.name} = {shown}"
+
+
+def _hint_sets(hints: Iterable) -> list[tuple[frozenset, bool]]:
+    """``hints`` as ``(rule IDs, pinned)`` pairs: a flat collection of rule IDs is one set."""
+    hints = list(hints)
+    if not hints:
+        return []
+    if all(isinstance(h, str) for h in hints):
+        return [(frozenset(hints), False)]
+    return [(frozenset(ids), bool(pinned)) for ids, pinned in hints]
+
+
+def _after_closure(rule: Rule, pool: list[Rule]) -> set[str]:
+    """The IDs of ``pool`` that ``rule`` names in ``after``, closed transitively."""
+    by_id = {r.id: r for r in pool}
+    closure: set[str] = set()
+    todo = list(rule.after)
+    while todo:
+        name = todo.pop()
+        if name in by_id and name not in closure:
+            closure.add(name)
+            todo += list(by_id[name].after)
+    return closure

@@ -76,10 +76,13 @@ class Redundancy:
     seconds: float = 0.0
     shape: str | None = None
     reason: str = ""
+    #: SHAPE:pin entries of the cores (small-domain values held to keep the query linear)
+    pinned: int = 0
 
     def to_json(self) -> dict:
         return {"rule": self.rule, "verdict": self.verdict, "implied_by": self.implied_by,
-                "seconds": round(self.seconds, 3), "shape": self.shape, "reason": self.reason}
+                "seconds": round(self.seconds, 3), "shape": self.shape, "reason": self.reason,
+                "pinned": self.pinned}
 
 
 class Prover:
@@ -100,6 +103,9 @@ class Prover:
         self._bases: dict[str, list[Shape]] = {}
         self._repaired: dict[str, Shape] = {}
         self._alternatives: dict | None = None
+        #: answers of slice questions by their z3 terms, shared by every session (the terms are
+        #: kept alive with them, so their ids are never reused)
+        self.slice_cache: dict = {}
 
     # -- shapes -----------------------------------------------------------------------------
     def alternatives(self) -> dict:
@@ -114,18 +120,21 @@ class Prover:
             self._bases[kind] = base_shapes(kind, self.bound, self.examples)
         return self._bases[kind]
 
-    def candidates(self, rule: Rule) -> Iterable[Shape]:
-        """Base shapes of the rule's kinds (smallest first), then mutations of the smallest."""
+    def candidates(self, rule: Rule, pairs: bool = False) -> Iterable[Shape]:
+        """Base shapes of the rule's kinds (smallest first), then mutations of the smallest.
+        ``pairs``: only the mutations of the two-group base shapes (for a rule that is
+        structural in every one-group shape: its failure needs two groups that differ)."""
         kinds = list(rule.over.kinds)
         bases: list[Shape] = []
         for kind in kinds:
             bases += self.bases(kind)
         bases.sort(key=lambda s: s.size)
-        yield from bases
+        if not pairs:
+            yield from bases
         if self.bound.mutations:
             from .shapes import relevance
 
-            seeds = _mutation_seeds(bases)
+            seeds = _pair_seeds(bases) if pairs else _mutation_seeds(bases)
             for base in seeds:
                 session = self.session(base)
                 encoded = session.encode(rule)
@@ -143,6 +152,7 @@ class Prover:
         session = self.sessions.get(shape.key())
         if session is None:
             session = Session(shape, self.rules, self.config, self.pins)
+            session.cache = self.slice_cache
             if keep:
                 self.sessions[shape.key()] = session
         return session
@@ -159,39 +169,49 @@ class Prover:
         return self._repaired[shape.key()]
 
     # -- one rule ---------------------------------------------------------------------------
-    def prove(self, rule: Rule) -> RuleResult:
+    def prove(self, rule: Rule, shard: tuple[int, int] = (0, 1)) -> RuleResult:
+        """``shard = (i, n)``: only every n-th candidate shape from the i-th (a process pool
+        splits a rule expected dead, which searches every shape, this way; :func:`merge`
+        joins the parts)."""
         start = time.perf_counter()
         result = RuleResult(rule.id, "dead", rule.expect)
         cores: list[str] = []
+        hints: list[tuple[frozenset, bool]] = []  # the rule sets of earlier cores, latest first
         unknown: list[str] = []
         errors: list[str] = []
         tried = 0
-        seen: set[tuple] = set()
-        for shape in self.candidates(rule):
-            tried += 1
-            is_base = shape.parent is None
-            session = self.session(shape, keep=is_base)
-            goal, early = session.goal(rule)
-            if early is not None and early.status in ("trivial", "vacuous"):
-                continue
-            fingerprint = session.fingerprint(rule)
-            if fingerprint in seen:
-                continue  # the same formula as a shape already answered unsat
-            seen.add(fingerprint)
-            hints = {c for c in cores if c in session.order}
-            outcome = session.reach(rule, free_first=bool(cores), hints=hints)
-            if outcome.status == "sat":
-                self._witness(rule, session, outcome, result)
-                if result.verdict == "mismatch":
-                    self._refine(rule, session, result)
-                break
-            if outcome.status == "unsat":
-                cores += [c for c in outcome.core if not c.startswith("goal:")]
-            elif outcome.status == "unknown":
-                unknown.append(f"{shape.name}: {outcome.reason}")
-            elif outcome.status == "error":
-                errors.append(outcome.reason)
-                break
+        instances = 0
+        asked = 0
+        seen: dict = {}
+        for pairs in (False, True):
+            if pairs and (asked or result.verdict != "dead" or errors):
+                break  # the two-group mutations only for a rule no one-group shape could ask about
+            for position, shape in enumerate(self.candidates(rule, pairs=pairs)):
+                if position % shard[1] != shard[0]:
+                    continue
+                tried += 1
+                is_base = shape.parent is None
+                session = self.session(shape, keep=is_base)
+                goal, early = session.goal(rule)
+                if early is None or early.status != "vacuous":
+                    instances += 1
+                if early is not None and early.status in ("trivial", "vacuous"):
+                    continue
+                asked += 1
+                outcome = session.reach(rule, free_first=bool(cores) or rule.expect == "dead", hints=hints, seen=seen)
+                if outcome.status == "sat":
+                    self._witness(rule, session, outcome, result)
+                    if result.verdict == "mismatch":
+                        self._refine(rule, session, result)
+                    break
+                if outcome.status == "unsat":
+                    cores += [c for c in outcome.core if not c.startswith("goal:")]
+                    _add_hint(hints, outcome.core, session.order)
+                elif outcome.status == "unknown":
+                    unknown.append(f"{shape.name}: {outcome.reason}")
+                elif outcome.status == "error":
+                    errors.append(outcome.reason)
+                    break
         result.shapes_tried = tried
         if result.verdict == "dead":
             if errors:
@@ -200,6 +220,8 @@ class Prover:
             elif unknown:
                 result.verdict = "unknown"
                 result.reason = f"{len(unknown)} shape(s) unknown, first: {unknown[0]}"
+            elif not instances:
+                result.reason = f"no instance of the rule in any shape within {self.bound.label()} ({tried} shapes)"
             else:
                 result.core = sorted(set(cores), key=_core_key)
                 result.reason = f"unsat in every shape within {self.bound.label()} ({tried} shapes)"
@@ -251,28 +273,39 @@ class Prover:
         result.first_rule = first
 
     # -- redundancy ---------------------------------------------------------------------------
-    def redundancy(self, rule: Rule) -> Redundancy:
+    def redundancy(self, rule: Rule, shard: tuple[int, int] = (0, 1)) -> Redundancy:
         """Is ``rule`` implied by the others within the bound? ``needed`` comes with a document
-        the concrete checker refuses with that rule alone; an implication that holds only with
-        small-domain values held (``SHAPE:pin`` in a core) is reported unknown, not redundant."""
+        the concrete checker refuses with that rule alone. An implication that needed
+        small-domain values held (``SHAPE:pin`` in a core, as for a dead rule) is ``redundant``
+        with ``pinned`` counting those pins and the reason saying so. A rule no shape of the
+        bound can ask about (every shape vacuous, or another rule fails by structure) tries the
+        two-group mutations as :meth:`prove` does, and is ``unknown`` if none can either.
+        ``shard``: as for :meth:`prove` (:func:`merge_redundancy` joins the parts)."""
         start = time.perf_counter()
         cores: list[str] = []
+        hints: list[tuple[frozenset, bool]] = []
+        structural: list[str] = []
         unknown: list[str] = []
         gaps: list[str] = []
-        seen: set[tuple] = set()
+        seen: dict = {}
         out = Redundancy(rule.id, "redundant")
-        for shape in self.candidates(rule):
+        asked = 0
+        candidates = [(position, shape) for position, shape in enumerate(self.candidates(rule))]
+        for position, shape in _then_pairs(self, rule, candidates, lambda: asked or out.verdict != "redundant"):
+            if position % shard[1] != shard[0]:
+                continue
             is_base = shape.parent is None
             session = self.session(shape, keep=is_base)
             _goal, early = session.goal(rule)
             if early is not None and early.status in ("trivial", "vacuous"):
                 continue
-            session.encode_all()
-            fingerprint = session.fingerprint(rule, every=True)
-            if fingerprint in seen:
+            asked += 1
+            outcome = session.implied(rule, hints=hints, seen=seen)
+            if outcome.status == "duplicate":
                 continue
-            seen.add(fingerprint)
-            outcome = session.implied(rule, hints={c for c in cores if c in session.order})
+            if outcome.status == "trivial":
+                structural += outcome.core  # another rule fails by this shape's structure whenever this one can
+                continue
             force: set[str] = set()
             for _round in range(4):
                 if outcome.status != "sat":
@@ -298,6 +331,9 @@ class Prover:
                 break
             if outcome.status == "unsat" and not force:
                 cores += [c for c in outcome.core if not c.startswith("goal:")]
+                _add_hint(hints, outcome.core, session.order)
+            elif outcome.status == "unsat":
+                gaps.append(f"{shape.name}: every candidate is refused by other rules concretely")
             elif outcome.status == "unknown":
                 unknown.append(f"{shape.name}: {outcome.reason}")
             elif outcome.status == "error":
@@ -307,14 +343,73 @@ class Prover:
             pinned = sorted({c for c in cores if c.startswith("SHAPE:pin ")})
             if unknown or gaps:
                 out.verdict, out.reason = "unknown", (unknown or gaps)[0]
-            elif pinned:
+            elif not asked:
                 out.verdict = "unknown"
-                out.reason = f"implied only with small-domain values held ({len(pinned)} pins, e.g. {pinned[0]})"
-                out.implied_by = sorted({c for c in cores if not c.startswith("SHAPE:pin ")}, key=_core_key)
+                out.reason = "no shape of the bound can ask: the rule has no instance, or another rule fails by structure"
             else:
-                out.implied_by = sorted(set(cores), key=_core_key)
+                # the rules of the unsat cores; when every shape was decided by structure, the
+                # rules that failed by it
+                out.implied_by = sorted({c for c in (cores or structural) if not c.startswith("SHAPE:pin ")},
+                                        key=_core_key)
+                out.pinned = len(pinned)
+                if pinned:
+                    out.reason = (f"implied with small-domain values held where the query is nonlinear ({len(pinned)} "
+                                  f"SHAPE:pin, e.g. {pinned[0]})")
         out.seconds = time.perf_counter() - start
         return out
+
+
+    pass
+
+
+def _then_pairs(prover: "Prover", rule: Rule, candidates: list, done) -> Iterable[tuple[int, Shape]]:
+    """The candidates, then (when ``done()`` is false) the two-group mutations, numbered on."""
+    yield from candidates
+    if done():
+        return
+    offset = len(candidates)
+    for position, shape in enumerate(prover.candidates(rule, pairs=True)):
+        yield offset + position, shape
+
+
+def merge_redundancy(parts: list[Redundancy]) -> Redundancy:
+    """One redundancy result from shards: needed if any shard found a document, unknown if any
+    shard is unknown (or none could ask), else redundant with the union of the cores."""
+    seconds = max(p.seconds for p in parts)
+    for verdict in ("needed", "unknown"):
+        for part in parts:
+            if part.verdict == verdict:
+                if verdict == "unknown" and part.reason.startswith("no shape") and \
+                        any(p.verdict == "redundant" for p in parts):
+                    continue  # that shard had no question; another proved its shapes
+                return attrs.evolve(part, seconds=seconds)
+    implied = sorted({c for p in parts for c in p.implied_by}, key=_core_key)
+    pinned = sum(p.pinned for p in parts)
+    reason = next((p.reason for p in parts if p.reason), "")
+    return Redundancy(parts[0].rule, "redundant", implied, seconds, None, reason, pinned)
+
+
+def merge(parts: list[RuleResult]) -> RuleResult:
+    """One result from the shards of a rule (:meth:`Prover.prove` with ``shard``): a witness
+    from any shard wins; otherwise unknown, error or no instance if any shard says so; otherwise
+    dead with the union of the cores."""
+    first = parts[0]
+    tried = sum(p.shapes_tried for p in parts)
+    seconds = max(p.seconds for p in parts)
+    for verdict in ("reachable", "mismatch", "error", "unknown"):
+        for part in parts:
+            if part.verdict == verdict:
+                out = attrs.evolve(part, shapes_tried=tried, seconds=seconds)
+                if verdict == "unknown":
+                    count = sum(1 for p in parts if p.verdict == "unknown")
+                    out.reason = f"{out.reason} ({count} of {len(parts)} shards unknown)"
+                return out
+    cores = sorted({c for p in parts for c in p.core}, key=_core_key)
+    if not cores and all(p.reason.startswith("no instance") for p in parts):
+        return attrs.evolve(first, shapes_tried=tried, seconds=seconds,
+                            reason=first.reason.split("(")[0] + f"({tried} shapes)")
+    reason = f"unsat in every shape within {first.reason.split('within ')[-1].split(' (')[0]} ({tried} shapes)"
+    return attrs.evolve(first, core=cores, shapes_tried=tried, seconds=seconds, reason=reason)
 
 
 def replay(rule_id: str, documents: list[tuple[str, str]], rules: list[Rule] | None = None) -> tuple[str, str, str | None]:
@@ -367,6 +462,23 @@ def _template_tree(doc) -> Any:
     return _concretize_template(doc)
 
 
+def _pair_seeds(bases: list[Shape]) -> list[Shape]:
+    """The two-group record base shapes (per example and selection, the one with the most
+    layers), smallest first."""
+    import re
+
+    seeds: dict[str, Shape] = {}
+    for shape in bases:
+        if shape.seed_key is not None or shape.parent is not None or not re.search(r"groups\[\d+, \d+\]", shape.name):
+            continue
+        if shape.name.startswith(("probe ", "bundle+profile ")):
+            continue
+        key = re.sub(r" layers<=\d+", "", shape.name)
+        if key not in seeds or shape.size > seeds[key].size:
+            seeds[key] = shape
+    return sorted(seeds.values(), key=lambda s: s.size)
+
+
 def _mutation_seeds(bases: list[Shape]) -> list[Shape]:
     """The base shapes whose mutations are tried: per example, document set and single-group
     selection, the one with the most layers (a profile: the one-group shapes)."""
@@ -379,6 +491,15 @@ def _mutation_seeds(bases: list[Shape]) -> list[Shape]:
     return sorted(seeds.values(), key=lambda s: s.size)
 
 
+def _add_hint(hints: list, core: list[str], order: dict) -> None:
+    """Remember the rule set of an unsat core (latest first, no repeats)."""
+    entry = (frozenset(c for c in core if c in order), any(c.startswith("SHAPE:pin ") for c in core))
+    if entry in hints:
+        hints.remove(entry)
+    hints.insert(0, entry)
+    del hints[8:]
+
+
 def _core_key(name: str) -> tuple:
     return (0 if ":" not in name.split(" ")[0] else 1, name)
 
@@ -388,12 +509,36 @@ def summary_line(result: RuleResult) -> str:
     if result.verdict == "reachable":
         return f"{head}  shape: {result.shape}" + (f"  witness: {result.witness}" if result.witness else "")
     if result.verdict == "dead":
-        rules = [c for c in result.core if ":" not in c.split(" ")[0]]
-        axioms = sorted({c.split(" ")[0] for c in result.core if c not in rules})
-        count = len(result.core) - len(rules)
-        shown = ", ".join(rules) + (f" + {count} axiom(s) ({', '.join(axioms)})" if count else "")
-        return f"{head}  core: {shown or '(structure)'}"
+        if not result.core and result.reason.startswith("no instance"):
+            return f"{head}  {result.reason}"
+        return f"{head}  core: {core_text(result.core)}"
     return f"{head}  {result.reason}"
+
+
+def core_text(core: list[str]) -> str:
+    """A core for people: its rules, then its axioms counted by kind, e.g.
+    ``BO007, BO008, BO009 + SHAPE:pin ×72 (block_size, shape) + LD:int-range ×4`` or
+    ``loader axioms only (LD:signed-range ×3)``."""
+    import re
+    from collections import Counter
+
+    rules = [c for c in core if ":" not in c.split(" ")[0] and not c.startswith("goal:")]
+    axioms = [c for c in core if c not in rules and not c.startswith("goal:")]
+    kinds = Counter(c.split(" ")[0] for c in axioms)
+    parts = []
+    for kind in sorted(kinds, key=lambda k: (k != "SHAPE:pin", k)):
+        text = f"{kind} ×{kinds[kind]}"
+        if kind == "SHAPE:pin":
+            fields = sorted({re.sub(r"\[\d+\]$", "", c.split(" ")[1].split(" = ")[0]).rsplit(".", 1)[-1]
+                             for c in axioms if c.startswith("SHAPE:pin ")})
+            text += f" ({', '.join(fields)} held)"
+        parts.append(text)
+    if not rules:
+        if not parts:
+            return "(structure)"
+        only = "loader axioms only" if all(k.startswith("LD:") for k in kinds) else "axioms only"
+        return f"{only} ({', '.join(parts)})"
+    return ", ".join(rules) + "".join(f" + {p}" for p in parts)
 
 
 def to_json(results: list[RuleResult]) -> str:

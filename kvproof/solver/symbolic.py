@@ -17,10 +17,14 @@ model field             symbolic stand-in
                         modes: what bodies compare); a ``Literal`` adds ``LD:literal``
 optional leaf,          a :class:`SymValue`: a tag (absent / null / int / bool / float / str,
 ``Scalar``              ``LD:tag``) with one payload per tag; it offers ``given``, ``present``,
-                        ``is_int``, ``value`` (the protocol of :mod:`kvproof.logic`'s
-                        ``Present``/``HasKey``/``IsInt``/``ValueOf``) and Python's ``==``
-                        semantics (``1 == True == 1.0``, ``None`` equals nothing else)
+                        ``is_int``, ``value``, ``same_scalar``, ``or_default`` (the protocol of
+                        :mod:`kvproof.logic`'s ``Present``/``HasKey``/``IsInt``/``ValueOf``/
+                        ``SameScalar``/``OrDefault``) and Python's ``==`` semantics
+                        (``1 == True == 1.0``, ``None`` equals nothing else)
 ======================  ============================================================
+
+A required leaf is a plain z3 term: :mod:`kvproof.logic` reads a z3 term as a present value of
+its sort.
 
 The symbolic document is made of the model classes themselves (attrs does not check types), so a
 rule's binding and body run on it unchanged.  :meth:`SymbolicDocument.concretize` evaluates a
@@ -40,6 +44,7 @@ from typing import Any, Iterable, Literal, get_args, get_origin
 import attrs
 import z3
 
+from ..logic import ConcreteRequired, _string_val
 from ..models.codec import ABSENT, MAX_SAFE_INT, Scalar, SignedInt, dumps, unstructure
 from ..rules.core import child
 
@@ -91,11 +96,13 @@ def schema_path(spath: str, key: str) -> str:
     return f"{spath}.{key}" if spath else key
 
 
-class SymbolicFlowError(TypeError):
+class SymbolicFlowError(ConcreteRequired):
     """A symbolic value reached Python control flow (``if``, ``and``, ``in``, ``bool()``).
 
     ``term`` is the z3 term (or None) and ``leaf`` the symbolic leaf (or None) that Python tried
-    to read as a bool; the prover pins the leaves involved and builds the shape again.
+    to read as a bool; the prover pins the leaves involved and builds the shape again. A kind of
+    :class:`kvproof.logic.ConcreteRequired` (what ``gcd``/``lcm`` raise), so one ``except`` and
+    one pinning protocol (``leaf``, ``terms``) serve both.
     """
 
     def __init__(self, message: str, term: Any = None, leaf: "Leaf | None" = None, terms: list | None = None):
@@ -165,7 +172,8 @@ class SymValue:
     @property
     def value(self):
         """``ValueOf`` semantics for integer and scalar leaves (the integer when it holds one,
-        else 0); the payload itself for a bool, float or string leaf (``OrDefault`` reads it)."""
+        else 0); the payload itself for a bool, float or string leaf (``ValueOf`` then answers its
+        default: ``is_int`` is false)."""
         _accessed(self._leaf)
         if "value" not in self._cache:
             kind = self._leaf.kind
@@ -232,22 +240,31 @@ class SymValue:
             value = z3.RealVal(Fraction(other)) if isinstance(other, float) else other
             return z3.And(self._is(FLOAT_T), self.rval == value) if self.rval is not None else z3.BoolVal(False)
         if isinstance(other, str) or (z3.is_expr(other) and other.sort() == z3.StringSort()):
-            return z3.And(self._is(STR_T), self.sval == other) if self.sval is not None else z3.BoolVal(False)
+            value = _string_val(other) if isinstance(other, str) else other
+            return z3.And(self._is(STR_T), self.sval == value) if self.sval is not None else z3.BoolVal(False)
+        if isinstance(other, (list, dict)):
+            return z3.BoolVal(False)  # a JSON container is no scalar
         raise TypeError(f"cannot compare {self.path} with {other!r}")
 
     def or_default(self, default: Any) -> Any:
-        """``OrDefault`` (for a delegating ``kvproof.logic.OrDefault``, docs/solver-requests.md):
-        the value, or ``default`` when absent or null. A ``None`` default gives the same leaf
-        with absent read as null, so the result keeps its JSON type for ``SameScalar``."""
+        """``OrDefault`` (``kvproof.logic.OrDefault`` delegates here): the value, or ``default``
+        when absent or null. A ``None`` default gives the same leaf with absent read as null, so
+        the result keeps its JSON type for ``SameScalar``; a scalar leaf gives its number (a bool
+        as 0/1, as Python's ``==`` and ordering see it)."""
         if default is None:
             view = copy.copy(self)
             view.tag = z3.If(self.tag == ABSENT_T, z3.IntVal(NULL_T), self.tag) if self._has(ABSENT_T) else self.tag
             view._cache = {}
             return view
         kind = self._leaf.kind
-        payload = self.value if kind in ("int", "signed", "scalar") else self._leaf.payload[_TYPE_TAG[kind]]
+        if kind == "scalar":
+            payload = self.numeric()
+        elif kind in ("int", "signed"):
+            payload = self.value
+        else:
+            payload = self._leaf.payload[_TYPE_TAG[kind]]
         if isinstance(default, str):
-            default = z3.StringVal(default)
+            default = _string_val(default)
         elif isinstance(default, bool):
             default = z3.BoolVal(default)
         elif isinstance(default, float):
@@ -283,7 +300,7 @@ class SymValue:
         if other is ABSENT:
             return self._is(ABSENT_T)
         if isinstance(other, str):
-            return z3.And(self._is(STR_T), self.sval == z3.StringVal(other)) if self.sval is not None else z3.BoolVal(False)
+            return z3.And(self._is(STR_T), self.sval == _string_val(other)) if self.sval is not None else z3.BoolVal(False)
         if isinstance(other, (bool, int, float, Fraction)):
             if self.sval is not None and not self.is_number_possible():
                 return z3.BoolVal(False)
@@ -388,113 +405,13 @@ def _align(a: Any, b: Any):
 
 
 # --------------------------------------------------------------------------------------------
-# Required leaves: z3 terms that also speak the optional-field protocol
-#
-# A required field is always present, so ``Present``/``HasKey`` are true, ``IsInt`` is true for
-# an integer field, ``ValueOf`` of an integer field is the field, ``RealOf``/``IsNumber`` see an
-# integer or float field as the number it is. The classes below are z3 terms (subclasses of z3's
-# own, so every z3 operation takes them) with those attributes; ``__module__`` starts with "z3"
-# because that is how ``kvproof.logic.is_symbolic`` recognises a z3 term without importing z3.
-
-
-class _Flag(z3.BoolRef):
-    """A constant z3 Bool that z3's own code may also *call*: ``ArithRef.is_int()`` is a z3
-    method, ``IsInt`` reads the attribute ``is_int``; calling it answers z3's question (the
-    sort), reading it answers the helper's (a term)."""
-
-    __module__ = "z3.kvproof_leaf"
-
-    def __init__(self, value: bool, answer: bool):
-        term = z3.BoolVal(value)
-        super().__init__(term.as_ast(), term.ctx)
-        self._answer = answer
-
-    def __call__(self) -> bool:
-        return self._answer
-
-
-class _Protocol:
-    _leaf_kind = ""
-
-    @property
-    def given(self):
-        return z3.BoolVal(True)
-
-    @property
-    def present(self):
-        return z3.BoolVal(True)
-
-    @property
-    def is_int(self):
-        return _Flag(self._leaf_kind == "int", self._leaf_kind == "int")
-
-    @property
-    def is_number(self):
-        return z3.BoolVal(self._leaf_kind in ("int", "real"))
-
-    @property
-    def value(self):
-        """``ValueOf``: the integer for an integer field, else 0."""
-        if self._leaf_kind == "int":
-            return z3.ArithRef(self.as_ast(), self.ctx)
-        return z3.IntVal(0)
-
-    @property
-    def real_value(self):
-        if self._leaf_kind == "int":
-            return z3.ToReal(z3.ArithRef(self.as_ast(), self.ctx))
-        if self._leaf_kind == "real":
-            return z3.ArithRef(self.as_ast(), self.ctx)
-        return z3.RealVal(0)
-
-    def same_scalar(self, other: Any):
-        """Exactly the same JSON value (see ``SymValue.same_scalar``)."""
-        if isinstance(other, SymValue):
-            return other.same_scalar(self)
-        plain = _plain(self)
-        if isinstance(other, bool) or (z3.is_expr(other) and z3.is_bool(other)):
-            return plain == other if self._leaf_kind == "bool" else z3.BoolVal(False)
-        if isinstance(other, int) or (z3.is_expr(other) and other.sort() == z3.IntSort()):
-            return plain == other if self._leaf_kind == "int" else z3.BoolVal(False)
-        if isinstance(other, float) or (z3.is_expr(other) and other.sort() == z3.RealSort()):
-            value = z3.RealVal(Fraction(other)) if isinstance(other, float) else other
-            return plain == value if self._leaf_kind == "real" else z3.BoolVal(False)
-        if isinstance(other, str) or (z3.is_expr(other) and other.sort() == z3.StringSort()):
-            return plain == other if self._leaf_kind == "str" else z3.BoolVal(False)
-        return z3.BoolVal(False)
-
-
-class SymInt(_Protocol, z3.ArithRef):
-    _leaf_kind = "int"
-    __module__ = "z3.kvproof_leaf"
-
-
-class SymReal(_Protocol, z3.ArithRef):
-    _leaf_kind = "real"
-    __module__ = "z3.kvproof_leaf"
-
-
-class SymBool(_Protocol, z3.BoolRef):
-    _leaf_kind = "bool"
-    __module__ = "z3.kvproof_leaf"
-
-
-class SymStr(_Protocol, z3.SeqRef):
-    _leaf_kind = "str"
-    __module__ = "z3.kvproof_leaf"
+# Required leaves are plain z3 terms: ``kvproof.logic`` reads a z3 term as a present value of its
+# sort (``IsInt``/``ValueOf`` of an Int, ``IsNumber``/``RealOf`` of an Int or a Real,
+# ``SameScalar`` by sort and value), so they need no protocol attributes of their own.
 
 
 def _required(term: Any) -> Any:
-    sort = term.sort()
-    cls = {z3.IntSort(): SymInt, z3.RealSort(): SymReal, z3.BoolSort(): SymBool}.get(sort)
-    if cls is None and sort == z3.StringSort():
-        cls = SymStr
-    return cls(term.as_ast(), term.ctx) if cls is not None else term
-
-
-def _plain(term: Any) -> Any:
-    """The term as z3's own class (without the protocol attributes)."""
-    return z3._to_expr_ref(term.as_ast(), term.ctx)
+    return term
 
 
 # --------------------------------------------------------------------------------------------
@@ -655,7 +572,7 @@ def _const_like(value: Any, term: Any):
     if sort == z3.StringSort():
         if not isinstance(value, str):
             raise TypeError(value)
-        return z3.StringVal(value)
+        return _string_val(value)
     raise TypeError(sort)
 
 

@@ -117,6 +117,79 @@ def simulate():
 
 # --- the report -----------------------------------------------------------------------------------
 
+def coverage_keys(geometry: dict, vllm: dict) -> set[str]:
+    """What a compared case exercised: its spec classes, vLLM's answer (status, refusing stage),
+    the layout class and packing of the plan, the Mamba mode and the engine features it sets."""
+    keys: set[str] = set()
+    layers = geometry.get("layers") or []
+    specs = {layer.get("spec") for layer in layers}
+    keys |= {f"spec:{s}" for s in specs}
+    status = vllm.get("status")
+    keys.add(f"status:{status}")
+    if status == "refused":
+        error = vllm.get("error") or {}
+        keys.add(f"refused_at:{error.get('stage')}")
+        keys.add(f"refusal_type:{error.get('type')}")
+    if "MambaSpec" in specs:
+        pc = geometry.get("enable_prefix_caching", True) and not any(l.get("non_causal") for l in layers)
+        keys.add(f"mamba_mode_requested:{'align' if pc else 'none'}")
+        if any(l.get("num_prefill_checkpoint_blocks") for l in layers):
+            keys.add("feature:mamba_checkpoint_blocks")
+        spec_blocks = bool(geometry.get("num_speculative_tokens") or geometry.get("speculative"))
+        if spec_blocks:
+            keys.add("feature:mamba_speculative_blocks")
+        checkpoints = any(l.get("num_prefill_checkpoint_blocks") for l in layers)
+        keys.add(f"mamba_combo:{'align' if pc else 'none'}"
+                 f"{'+speculative' if spec_blocks else ''}{'+checkpoint' if checkpoints else ''}")
+    if status == "ok":
+        layout = vllm.get("kv_cache_layout") or ""
+        keys.add(f"layout:{layout}")
+        keys.add("layout_class:" + ("block_outer" if layout.startswith("B") else "layer_outer"))
+        groups = vllm.get("groups") or []
+        keys |= {f"group_spec:{g['spec']}" for g in groups}
+        if any(g["spec"] == "UniformTypeKVCacheSpecs" for g in groups):
+            keys.add("plan:packed_uniform_type_group")
+        if any(g.get("is_eagle_group") for g in groups):
+            keys.add("plan:eagle_group")
+        if vllm.get("mamba_cache_mode"):
+            keys.add(f"mamba_mode:{vllm['mamba_cache_mode']}")
+        if "worker_views" in vllm:
+            keys.add("plan:worker_views")
+        if vllm.get("platform_alignment"):
+            keys.add("plan:platform_alignment")
+        if len(vllm.get("workers") or []) > 1:
+            keys.add("plan:pipeline_workers")
+        if not groups:
+            keys.add("plan:attention_free")
+    for name in ("prefix_match_unit", "views", "workers", "num_gpu_blocks_override", "platform_alignment",
+                 "kv_cache_layout", "supported_kv_cache_layouts", "max_num_batched_tokens", "async_scheduling"):
+        if geometry.get(name) is not None:
+            keys.add(f"feature:{name}")
+    if geometry.get("prefix_cache_retention_interval"):
+        keys.add("feature:prefix_cache_retention_interval")
+    if geometry.get("disable_hybrid_kv_cache_manager"):
+        keys.add("feature:hma_off")
+    if geometry.get("enable_prefix_caching") is False:
+        keys.add("feature:prefix_caching_off")
+    if (geometry.get("tp") or 1) > 1:
+        keys.add("feature:tp")
+    if (geometry.get("dcp") or 1) > 1:
+        keys.add("feature:dcp")
+    if geometry.get("layer_order") == "as_listed":
+        keys.add("feature:layer_order_as_listed")
+    if "block_size" not in geometry:
+        keys.add("feature:default_block_size")
+    if geometry.get("speculative"):
+        keys.add(f"speculative:{geometry['speculative']['method']}")
+    if any(l.get("is_draft") for l in layers):
+        keys.add("feature:draft_layer")
+    if any(l.get("non_causal") for l in layers):
+        keys.add("feature:non_causal")
+    if any(l.get("cache_role") == "indexer" for l in layers):
+        keys.add("feature:mla_indexer")
+    return keys
+
+
 @dataclass
 class Report:
     """Every comparison of the session."""
@@ -125,8 +198,10 @@ class Report:
     agreements: int = 0
     by_test: dict[str, list[int]] = field(default_factory=dict)  # test -> [cases, agreements]
     disagreements: list[dict[str, Any]] = field(default_factory=list)
+    coverage: dict[str, int] = field(default_factory=dict)  # generated cases only: key -> cases
+    distinct: dict[str, set] = field(default_factory=dict)  # test -> canonical JSON of its geometries
 
-    def record(self, test: str, geometry: dict, differences: list[dict]) -> None:
+    def record(self, test: str, geometry: dict, differences: list[dict], vllm: dict | None = None) -> None:
         """One comparison (Hypothesis calls it for every example it tries)."""
         self.cases += 1
         counts = self.by_test.setdefault(test, [0, 0])
@@ -134,6 +209,10 @@ class Report:
         if not differences:
             self.agreements += 1
             counts[1] += 1
+        if test.startswith("generated:") and vllm is not None:
+            self.distinct.setdefault(test, set()).add(json.dumps(geometry, sort_keys=True))
+            for key in coverage_keys(geometry, vllm):
+                self.coverage[key] = self.coverage.get(key, 0) + 1
 
     def disagreement(self, test: str, geometry: dict, differences: list[dict]) -> None:
         """The final (shrunk, for Hypothesis) disagreement of a test."""
@@ -157,8 +236,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line(f"cases run: {state.cases}, agreements: {state.agreements}, "
                   f"disagreeing cases: {state.cases - state.agreements} "
                   f"(Hypothesis counts every example it tried, shrinking included)")
+    generated = sum(c for t, (c, _) in state.by_test.items() if t.startswith("generated:"))
+    distinct = {test: len(seen) for test, seen in state.distinct.items()}
+    tr.write_line(f"generated cases: {generated} ({sum(distinct.values())} distinct geometries)")
     for test, (cases, agree) in sorted(state.by_test.items()):
-        tr.write_line(f"  {test}: {cases} cases, {agree} agreements")
+        if not test.startswith("golden:"):
+            extra = f" ({distinct[test]} distinct)" if test in distinct else ""
+            tr.write_line(f"  {test}: {cases} cases{extra}, {agree} agreements")
+    goldens = [v for t, v in state.by_test.items() if t.startswith("golden:")]
+    if goldens:
+        tr.write_line(f"  golden:*: {sum(c for c, _ in goldens)} cases, {sum(a for _, a in goldens)} agreements")
+    if state.coverage:
+        tr.write_line("coverage of the generated cases (cases per key):")
+        for prefix in sorted({k.split(":")[0] for k in state.coverage}):
+            items = sorted((k, v) for k, v in state.coverage.items() if k.split(":")[0] == prefix)
+            tr.write_line(f"  {prefix}: " + ", ".join(f"{k.split(':', 1)[1]} {v}" for k, v in items))
     for item in state.disagreements:
         tr.write_line("")
         tr.write_line(f"DISAGREEMENT in {item['test']}")
@@ -168,7 +260,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     try:
         REPORT.parent.mkdir(exist_ok=True)
         REPORT.write_text(json.dumps({"cases": state.cases, "agreements": state.agreements,
-                                      "by_test": state.by_test, "disagreements": state.disagreements},
+                                      "generated_cases": generated,
+                                      "distinct_generated_geometries": sum(distinct.values()),
+                                      "distinct_by_test": distinct,
+                                      "by_test": state.by_test,
+                                      "coverage": dict(sorted(state.coverage.items())),
+                                      "disagreements": state.disagreements},
                                      indent=1) + "\n")
         tr.write_line(f"report: {REPORT.relative_to(ROOT)}")
     except OSError as exc:

@@ -32,6 +32,7 @@ import re
 import sys
 import traceback
 import types
+import typing
 from fractions import Fraction
 from typing import Any
 
@@ -43,8 +44,10 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 # vLLM logs to stdout by default (envs.py:863); stdout carries our JSON.
 os.environ["VLLM_LOGGING_STREAM"] = "ext://sys.stderr"
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-# The V2 model runner is the GPU default (config/vllm.py:730-767); it only enters the plan through
-# VllmConfig.max_concurrent_batches (config/vllm.py:588-598) when async scheduling is on.
+# The V2 model runner is the GPU default (config/vllm.py:730-767) unless a feature needs V1; it only
+# enters the plan through VllmConfig.max_concurrent_batches (config/vllm.py:588-598). On the CPU without
+# Triton vLLM would pick V1 (vllm.py:750-755), so the choice is made per geometry in build_vllm_config
+# with vLLM's own _get_v2_model_runner_unsupported_features (the GPU decision, vllm.py:757-767).
 os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
 # A layout is forced through the geometry (cache_config.kv_cache_layout), never through the environment.
 os.environ.pop("VLLM_KV_CACHE_LAYOUT", None)
@@ -55,7 +58,7 @@ with contextlib.redirect_stdout(sys.stderr):
     import torch
 
     from vllm.config import CacheConfig, VllmConfig
-    from vllm.config.speculative import SpeculativeConfig
+    from vllm.config.speculative import EagleModelTypes, NgramGPUTypes, SpeculativeConfig
     from vllm.model_executor.layers.mamba.abstract import MambaBase
     from vllm.model_executor.models import ModelRegistry
     from vllm.model_executor.models.config import MambaModelConfig
@@ -786,6 +789,7 @@ def build_vllm_config(g: dict) -> VllmConfig:
     cc.cache_dtype = (g["platform_alignment"] or {}).get("cache_dtype", "auto")
     cc.kv_cache_dtype_skip_layers = []
     cc.kv_cache_layout = g["kv_cache_layout"]
+    pc.pipeline_parallel_size = len(g["workers"])
     sc.max_num_batched_tokens = g["max_num_batched_tokens"]
     # Derived from it in SchedulerConfig.__post_init__ (config/scheduler.py:306-307); cross-attention
     # specs size themselves by max_num_encoder_input_tokens.
@@ -795,22 +799,36 @@ def build_vllm_config(g: dict) -> VllmConfig:
     sc.enable_chunked_prefill = True
     sc.disable_chunked_mm_input = False
     sc.watermark = 0.0
-    # async_scheduling None resolves to True on a GPU with the default executor unless an
-    # incompatible option is set (config/vllm.py:1685-1719); the V1-runner incompatibilities do not
-    # apply to the V2 runner used here.
-    sc.async_scheduling = True if g["async_scheduling"] is None else g["async_scheduling"]
+    # The model runner: V2 (the GPU default) unless vLLM's own list of V2-unsupported features is
+    # non-empty (config/vllm.py:757-767, 3053-3087: suffix / custom_class drafting); the environment
+    # variable carries the decision to VllmConfig.use_v2_model_runner (vllm.py:747-749).
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+    if g["speculative"] is not None:
+        vllm_config.speculative_config = _make_speculative_config(
+            g["speculative"], g["speculative"]["num_speculative_tokens"])
+        if vllm_config._get_v2_model_runner_unsupported_features():
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    # async_scheduling None resolves to True on a GPU with the default executor unless the V1 runner
+    # has an incompatibility (config/vllm.py:1651-1664, 1685-1719): a speculative method other than
+    # EAGLE-type / ngram_gpu / draft_model / dspark / dflash, or pipeline parallelism.
+    if g["async_scheduling"] is None:
+        v1_incompatible = not vllm_config.use_v2_model_runner and (
+            (g["speculative"] is not None and g["speculative"]["method"] not in (
+                *typing.get_args(EagleModelTypes), *typing.get_args(NgramGPUTypes),
+                "draft_model", "dspark", "dflash"))
+            or len(g["workers"]) > 1)
+        sc.async_scheduling = not v1_incompatible
+    else:
+        sc.async_scheduling = g["async_scheduling"]
     # HMA: the geometry decides (config/vllm.py:2223-2294 would consult the platform).
     sc.disable_hybrid_kv_cache_manager = g["disable_hybrid_kv_cache_manager"]
     pc.tensor_parallel_size = g["tp"]
-    pc.pipeline_parallel_size = len(g["workers"])
     pc.decode_context_parallel_size = g["dcp"]
     pc.prefill_context_parallel_size = 1
     vllm_config.model_config = ModelConfigStandIn(g)
-    if g["speculative"] is not None:
-        # vLLM's num_speculative_tokens is the speculative config's (config/vllm.py:611-623); the
-        # top-level field stands for it only without a speculative block (see plan()).
-        vllm_config.speculative_config = _make_speculative_config(
-            g["speculative"], g["speculative"]["num_speculative_tokens"])
+    # (The speculative config is set above; vLLM's num_speculative_tokens is the speculative
+    # config's, config/vllm.py:611-623; the top-level field stands for it only without a
+    # speculative block, see plan().)
     vllm_config.compilation_config.static_forward_context = {}
     return vllm_config
 
@@ -1045,7 +1063,15 @@ def worker_views(g: dict, vllm_config, builder, groups, layout) -> list[dict]:
 
     out: list[dict] = []
     with stage("worker_views"):
-        cfg = builder.get_kv_cache_config_from_groups(vllm_config, groups, num_blocks)
+        # The stand-in pool has views.num_blocks blocks (stand-in 8): num_gpu_blocks_override is
+        # suppressed as vLLM's own one-block probe does (kv_cache_planning.py:286-293); it would
+        # otherwise size this CPU allocation (may_override_num_blocks, 242-248) to the override.
+        saved_override = vllm_config.cache_config.num_gpu_blocks_override
+        vllm_config.cache_config.num_gpu_blocks_override = None
+        try:
+            cfg = builder.get_kv_cache_config_from_groups(vllm_config, groups, num_blocks)
+        finally:
+            vllm_config.cache_config.num_gpu_blocks_override = saved_override
         # initialize_attn_backend: one AttentionGroup per (backend, layer spec) in each cache group
         # (gpu_model_runner.py:6648-6726).
         attn_groups: list[list[AttentionGroup]] = []

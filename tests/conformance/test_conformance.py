@@ -13,12 +13,13 @@ Run: ``bash scripts/conformance-setup.sh && python -m pytest -m conformance test
 from __future__ import annotations
 
 import json
+import os
 import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, note
+from hypothesis import given, note, settings
 
 from kvproof.fuzz.strategies import FAMILIES, geometries
 
@@ -41,6 +42,10 @@ SHARED_EXTRA_KEYS = (
     "kv_tp_replicas", "workers", "max_model_len",
 )
 MISSING = "<missing>"
+#: ``KVPROOF_CONFORMANCE_EXAMPLES=N``: N generated geometries per family (overrides the Hypothesis
+#: profile's ``max_examples``; the ``conformance`` profile of tests/conftest.py draws 400).
+EXAMPLES_PER_FAMILY = int(os.environ["KVPROOF_CONFORMANCE_EXAMPLES"]) if os.environ.get(
+    "KVPROOF_CONFORMANCE_EXAMPLES") else None
 MAX_DIFFERENCES = 25
 
 
@@ -140,7 +145,7 @@ def check(test: str, geometry: dict, oracle, simulate, report) -> list[dict]:
         kvproof = {"status": "crashed", "error": {
             "message": f"{type(exc).__name__}: {exc} at {Path(frame.filename).name}:{frame.lineno}"}}
     differences = compare(vllm, kvproof)
-    report.record(test, geometry, differences)
+    report.record(test, geometry, differences, vllm)
     return differences
 
 
@@ -203,6 +208,8 @@ def test_generated(family: str, oracle, simulate, report):
             note(_format(geometry, differences))
             raise _disagreement(signature)(_format(geometry, differences))
 
+    if EXAMPLES_PER_FAMILY is not None:
+        run = settings(max_examples=EXAMPLES_PER_FAMILY)(run)
     try:
         run()
     finally:

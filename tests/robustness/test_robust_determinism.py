@@ -62,3 +62,38 @@ def test_corpus_directory_in_every_format(runs, fmt) -> None:
     else:
         for case in CASES:
             assert f"{CORPUS / case['file']}: {case['prints']}" in run.out, case
+
+
+# ------------------------------------------------------------------------------ simulate and rules
+
+GEOMETRIES = sorted((EXAMPLES / "geometries").glob("*.json"))
+#: simulate (text and JSON) of every example geometry (ok and refused ones), a malformed one,
+#: and rules (text and JSON, all rules and a selection): two hash seeds, the same bytes.
+OTHER_CALLS = {
+    **{("simulate", "json", g.name): ("simulate", "--format", "json", g) for g in GEOMETRIES},
+    **{("simulate", "text", g.name): ("simulate", g) for g in GEOMETRIES
+       if g.stem in ("glm-like-packed", "bamba-like-align", "refusal-not-enough-memory", "gemma-like-sliding-window")},
+    **{("simulate", fmt, "bad"): ("simulate", "--format", fmt, CORPUS / "nan.json") for fmt in ("text", "json")},
+    **{("rules", fmt, "all"): ("rules", "--format", fmt) for fmt in ("text", "json")},
+    **{("rules", fmt, "some"): ("rules", "--format", fmt, *RULE_CASES) for fmt in ("text", "json")},
+}
+
+
+@pytest.fixture(scope="module")
+def other_runs() -> dict:
+    results = {}
+    for seed in SEEDS:
+        results.update({(*key, seed): run for key, run in
+                        kvproof_many({key: args for key, args in OTHER_CALLS.items()},
+                                     env={"PYTHONHASHSEED": seed}).items()})
+    return results
+
+
+@pytest.mark.parametrize("key", sorted(OTHER_CALLS), ids=lambda k: "-".join(k))
+def test_simulate_and_rules_are_byte_for_byte_reproducible(other_runs, key) -> None:
+    first, second = (other_runs[(*key, seed)] for seed in SEEDS)
+    first.assert_handled(codes=(0, 1, 2))
+    assert (first.code, first.stdout, first.stderr) == (second.code, second.stdout, second.stderr)
+    assert first.stdout.strip() or first.stderr.strip()
+    if key[1] == "json" and first.stdout.strip():
+        json.loads(first.stdout)

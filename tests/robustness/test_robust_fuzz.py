@@ -266,3 +266,81 @@ def test_non_finite_and_huge_numbers_never_reach_a_model() -> None:
         result = outcome('{"schema_version": "kvproof/profile/v1", "model": ' + literal + "}")
         assert isinstance(result, InputError)
         assert not any(isinstance(v, float) and not math.isfinite(v) for v in [])
+
+
+# ------------------------------------------------------------------------------ every loader, geometries
+
+from kvproof.models.codec import load_document, structure  # noqa: E402
+from kvproof.models.documents import KINDS, load_tree  # noqa: E402
+from kvproof.models.geometry import Geometry, LayerEntry, SPEC_CLASSES, load_geometry  # noqa: E402
+
+GEOMETRY_BASES = {str(p): json.loads(p.read_text(encoding="utf-8"))
+                  for p in sorted((ROOT / "examples" / "geometries").glob("*.json"))}
+GEOMETRY_KEYS = sorted({f.name for cls in (Geometry, LayerEntry) for f in attrs.fields(cls)})
+
+
+def _refusal_only(call) -> Any:
+    """``call()`` returns a model object or raises InputError with LD diagnostics; nothing else."""
+    try:
+        return call()
+    except InputError as error:
+        assert error.diagnostics and all(d.rule in ("LD001", "LD002", "LD003") for d in error.diagnostics)
+        assert all(d.path.startswith("$") for d in error.diagnostics)
+        assert len(error.diagnostics) <= MAX_PROBLEMS + 1
+        return error
+
+
+def _simulates(geometry: Geometry) -> None:
+    """A loaded geometry plans to a result (ok, refused by vLLM's own text) without raising."""
+    from kvproof.sim.document import simulate_geometry
+
+    result = simulate_geometry(geometry)
+    assert result["status"] in ("ok", "refused", "bad_input"), result
+    json.dumps(result)
+
+
+@given(json_values, st.sampled_from(KINDS))
+def test_every_loader_takes_arbitrary_json(value, kind) -> None:
+    """load_tree with each forced kind, load_geometry of the tree and of its text, and structure()
+    into each model class: a model object or LD diagnostics, never another exception."""
+    _refusal_only(lambda: load_tree(value, "fuzz.json", kind))
+    text = json.dumps(value)
+    for result in (_refusal_only(lambda: load_geometry(value, "fuzz.json")),
+                   _refusal_only(lambda: load_geometry(text, "fuzz.json"))):
+        assert isinstance(result, (Geometry, InputError))
+    for cls in (WorkerRecord, SchedulerRecord, Profile, Geometry):
+        _refusal_only(lambda: structure(value, cls, "fuzz.json"))
+        _refusal_only(lambda: load_document(text, cls, "fuzz.json"))
+
+
+layer_like = st.fixed_dictionaries(
+    {"name": st.sampled_from(["model.layers.{i}.attn", "layer", "{i}", ""]) | st.text(max_size=6),
+     "spec": st.sampled_from(SPEC_CLASSES) | st.text(max_size=4)},
+    optional={key: json_values | st.lists(st.integers(-2, 2**12), max_size=3) for key in
+              ["range", "indices", "index", "num_kv_heads", "head_size", "dtype", "block_size", "sliding_window",
+               "shapes", "dtypes", "page_size_padded", "tokens_per_state", "attention_chunk_size"]},
+)
+geometry_like = st.fixed_dictionaries(
+    {"layers": st.lists(layer_like, max_size=4) | json_values},
+    optional={key: json_values for key in GEOMETRY_KEYS if key != "layers"},
+)
+
+
+@given(geometry_like)
+def test_geometry_shaped_values_load_or_refuse_and_simulate(value) -> None:
+    result = _refusal_only(lambda: load_geometry(json.dumps(value), "fuzz.json"))
+    event("loaded" if isinstance(result, Geometry) else "refused")
+    if isinstance(result, Geometry):
+        _simulates(result)
+
+
+@given(st.sampled_from(sorted(GEOMETRY_BASES)).flatmap(
+    lambda name: st.tuples(st.just(name), mutate_tree(copy.deepcopy(GEOMETRY_BASES[name])))))
+def test_mutated_example_geometries_load_or_refuse_and_simulate(case) -> None:
+    """One structural edit of each example geometry: loaded and planned, or refused with LD
+    diagnostics (the same edits as the record mutations above)."""
+    _name, tree = case
+    result = _refusal_only(lambda: load_geometry(json.dumps(tree), "fuzz.json"))
+    event("loaded" if isinstance(result, Geometry) else f"refused {result.diagnostics[0].rule}")
+    if isinstance(result, Geometry):
+        _simulates(result)

@@ -117,10 +117,9 @@ def gen(r, n):
         if cut:
             doc["workers"] = [ordered[:cut], ordered[cut:]]
             doc["available_memory_bytes"] = [doc["available_memory_bytes"], doc["available_memory_bytes"] // 2]
-    if "views" in doc:
-        doc.pop("num_gpu_blocks_override", None)  # the oracle would allocate override-many blocks
-    if any(l["spec"] == "CrossAttentionSpec" for l in layers):
-        doc["max_num_batched_tokens"] = 2048  # the oracle keeps SchedulerConfig's initial encoder budget
+    # (Views with num_gpu_blocks_override and cross attention with any max_num_batched_tokens are fine:
+    # both sides build views on views.num_blocks blocks and size cross attention by the scheduler's
+    # encoder budget, config/scheduler.py:306.)
     return doc
 
 if __name__ == "__main__":

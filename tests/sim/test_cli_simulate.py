@@ -8,7 +8,7 @@ import sys
 
 from kvproof.commands.simulate import run
 
-from conftest import GEOMETRIES
+from sim_helpers import GEOMETRIES
 
 
 def test_json_output_is_simulate_document(capsys) -> None:

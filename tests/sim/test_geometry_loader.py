@@ -11,7 +11,7 @@ from kvproof.models.codec import dumps, unstructure
 from kvproof.models.geometry import MultipleOf, expand_layers, load_geometry
 from kvproof.sim import simulate_document
 
-from conftest import GEOMETRIES, full_attention, geometry
+from sim_helpers import GEOMETRIES, full_attention, geometry
 
 
 def diagnostics(doc) -> list[tuple[str, str]]:

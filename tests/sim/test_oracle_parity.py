@@ -16,7 +16,7 @@ import pytest
 
 from kvproof.sim import simulate_document
 
-from conftest import GEOMETRIES
+from sim_helpers import GEOMETRIES
 from random_geometries import gen
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvproof.sim import simulate_document
 
-from conftest import geometry
+from sim_helpers import geometry
 
 
 def fa(name: str, indices: list[int], **fields) -> dict:

@@ -7,7 +7,7 @@ import pytest
 from kvproof.models.geometry import load_geometry
 from kvproof.sim import Refusal, plan, simulate_document
 
-from conftest import full_attention, geometry, load_example
+from sim_helpers import full_attention, geometry, load_example
 
 
 def refusal(doc: dict) -> dict:

@@ -10,7 +10,7 @@ from kvproof.models.geometry import load_geometry
 from kvproof.sim import plan, simulate_document
 from kvproof.sim.grouping import approximate_gcd
 
-from conftest import full_attention, geometry
+from sim_helpers import full_attention, geometry
 
 
 def test_plain_32_layer_full_attention_20_gib(example) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvproof.models.geometry import load_geometry
 from kvproof.sim import plan, simulate_document
 
-from conftest import full_attention, geometry, load_example
+from sim_helpers import full_attention, geometry, load_example
 
 
 def test_pipeline_workers_take_the_minimum_num_blocks() -> None:

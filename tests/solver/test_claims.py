@@ -51,9 +51,9 @@ def test_shipped_claims_declare_their_kind() -> None:
     assert all(c.kind in ("profile", "worker", "scheduler", "bundle") for c in claims)
 
 
-def test_admission_claim_is_refuted_by_an_accepted_record() -> None:
-    # CL003 documents a rule gap (docs/solver-requests.md #9): the counterexample passes every rule
+def test_admission_claim_holds_by_the_one_request_rule() -> None:
+    # CL003 was refuted (docs/solver-requests.md #9) until SU005 refused a pool smaller than one
+    # request at max_model_len; now it holds within the bound, SU005 in the core
     result = prove_claim(_claim("CL003"), Prover(bound=FAST))
-    assert result.verdict == "refuted" and result.expect == "refuted" and not result.contrary
-    record = json.loads(result.documents[0][1])
-    assert record["cache"]["kv_cache_max_concurrency"] < 1
+    assert result.verdict == "holds" and result.expect == "holds" and not result.contrary
+    assert "SU005" in result.core

@@ -87,14 +87,19 @@ def test_protocol_helpers_agree_with_their_concrete_answers(value) -> None:
     assert evaluate(L.RealOf(sym) == z3.RealVal(L.RealOf(value)), facts)
 
 
-def test_required_leaves_are_z3_terms_with_the_protocol() -> None:
+def test_required_leaves_are_plain_z3_terms_the_helpers_read_as_present_values() -> None:
     template = base_shapes("worker", Bound())[0].documents[0][2]
     doc = build(WorkerRecord, template)
     blocks = doc.obj.cache.num_blocks
     assert L.is_symbolic(blocks) and z3.is_int(blocks)
-    assert z3.is_true(z3.simplify(L.IsInt(blocks)))
+    assert type(blocks) is z3.ArithRef  # no leaf class of the solver's own (docs/solver-requests.md 4, 6)
+    assert L.IsInt(blocks) is True and L.Present(blocks) is True and L.IsNumber(blocks) is True
     assert L.ValueOf(blocks).eq(z3.Int("$.cache.num_blocks"))
     assert str(L.IntIs(blocks, lambda n: n > 0)) == "And(True, $.cache.num_blocks > 0)"
+    solver = z3.Solver()
+    solver.add(L.SameScalar(blocks, 7) != (blocks == 7))
+    assert solver.check() == z3.unsat
+    assert L.SameScalar(blocks, True) is False and L.SameScalar(blocks, 7.0) is False and L.SameScalar(blocks, None) is False
 
 
 def test_axioms_are_named_by_kind_and_path() -> None:
@@ -164,3 +169,38 @@ def test_or_default_matches_the_concrete_helper(value, default) -> None:
         assert evaluate(result.same_scalar(other.term), facts + fix(other, expected))
     elif isinstance(concrete, int) and not isinstance(concrete, bool):
         assert evaluate(result == concrete, facts)
+
+
+@given(SCALARS, SCALARS)
+def test_logic_same_scalar_and_or_default_on_leaves_are_the_concrete_helpers(a, b) -> None:
+    # docs/solver-requests.md 1-2 (F101, F104): kvproof.logic delegates to the leaves
+    leaf_a, sym_a = scalar_leaf()
+    leaf_b = Leaf(path="$.y", spath="y", kind="scalar", optional=True, tags=leaf_a.tags)
+    leaf_b.make("")
+    facts = fix(leaf_a, a) + fix(leaf_b, b)
+    assert evaluate(L.SameScalar(sym_a, leaf_b.term), facts) == L.SameScalar(a, b)
+    assert evaluate(L.SameScalar(sym_a, b), fix(leaf_a, a)) == L.SameScalar(a, b)
+    assert evaluate(L.SameScalar(a, leaf_b.term), fix(leaf_b, b)) == L.SameScalar(a, b)
+    assert (evaluate(L.SameScalar(L.OrDefault(sym_a, None), L.OrDefault(leaf_b.term, None)), facts)
+            == L.SameScalar(L.OrDefault(a, None), L.OrDefault(b, None)))
+
+
+@given(st.one_of(st.just(ABSENT), st.none(), st.sampled_from(["none", "align", "\\u{61}lign"])),
+       st.sampled_from(["none", "align", "\\u{61}lign"]))
+def test_or_default_of_a_string_leaf_with_a_string_default(value, default) -> None:
+    leaf = Leaf(path="$.mode", spath="mode", kind="str", optional=True, tags=(ABSENT_T, NULL_T, 5))
+    leaf.make("")
+    facts = [leaf.tag == (ABSENT_T if value is ABSENT else NULL_T if value is None else 5)]
+    if isinstance(value, str):
+        facts.append(leaf.payload[5] == L._string_val(value))
+    expected = L.OrDefault(value, default)
+    assert evaluate(L.SameScalar(L.OrDefault(leaf.term, default), expected), facts)
+    assert evaluate(L.OrDefault(leaf.term, default) == L._string_val(expected), facts)
+
+
+def test_a_control_flow_read_is_a_concrete_required_error() -> None:
+    assert issubclass(SymbolicFlowError, L.ConcreteRequired) and issubclass(SymbolicFlowError, TypeError)
+    x = z3.Int("x")
+    with strict_bool(), pytest.raises(L.ConcreteRequired) as caught:
+        bool(x > 1)
+    assert caught.value.leaf is None and [t.get_id() for t in caught.value.terms] == [(x > 1).get_id()]

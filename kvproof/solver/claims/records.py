@@ -11,9 +11,9 @@ from . import claim
     id="CL003",
     text="a scheduler record every rule accepts admits one request at max_model_len",
     kind="scheduler",
-    expect="refuted",
-    reason="no rule refuses a pool smaller than one request at max_model_len (kv_cache_max_concurrency < 1); "
-    "vLLM refuses to start then (check_enough_kv_cache_memory). docs/solver-requests.md #9",
+    reason="SU005 refuses a pool that cannot hold one request at max_model_len besides the null block "
+    "(vLLM refuses to start then: check_enough_kv_cache_memory); before SU005 this claim was refuted "
+    "(docs/solver-requests.md #9)",
 )
 def admits_one_request(record):
     """The pool holds the blocks one request needs in every group at ``max_model_len``
