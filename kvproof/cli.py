@@ -152,8 +152,9 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.option("--witness-dir", type=click.Path(file_okay=False), help="Write every witness here (RULE.json or RULE/).")
 @click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")
 @click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Processes [default: KVPROOF_JOBS or 1].")
 def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
-          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None) -> None:
+          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int | None) -> None:
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
     Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
@@ -164,7 +165,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
             sys.exit(EXIT_BAD_INPUT)
     from .commands.prove import run
 
-    sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples))
+    sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples, jobs))
 
 
 @cli.command()
@@ -175,10 +176,12 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
 @click.option("--all", "all_claims", is_flag=True, help="Every shipped claim.")
 @click.option("--max-shape", help="Shape bound, e.g. groups=2,layers=2.")
 @click.option("--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per solver call.")
+@click.option("--rlimit", type=click.IntRange(min=1), default=None,
+              help="Deterministic z3 resource limit per solver call [default: 40000000].")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
 def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,
-          timeout: float, fmt: str, counterexample_dir: str | None) -> None:
+          timeout: float, rlimit: int | None, fmt: str, counterexample_dir: str | None) -> None:
     """Prove an invariant over documents every rule accepts, or print a counterexample document.
 
     EXPRESSION is Python over `doc` (the symbolic document) with the kvproof.logic helpers and
@@ -193,7 +196,7 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
         sys.exit(EXIT_BAD_INPUT)
     from .commands.claim import run
 
-    sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir))
+    sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir, rlimit))
 
 
 @cli.command()

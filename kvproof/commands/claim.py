@@ -18,6 +18,7 @@ def run(
     timeout: float = 10.0,
     fmt: str = "text",
     counterexample_dir: str | None = None,
+    rlimit: int | None = None,
 ) -> int:
     from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
     from ..solver.engine import Config
@@ -42,9 +43,15 @@ def run(
     except (SyntaxError, OSError, ValueError) as exc:
         sys.stderr.write(f"kvproof claim: {exc}\n")
         return EXIT_USAGE
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's claims file raised: user code, not a kvproof bug
+        sys.stderr.write(f"kvproof claim: loading the claims raised {type(exc).__name__}: {exc}\n")
+        return EXIT_USAGE
     if kind and not expression:
         claims = [c for c in claims if c.kind == kind]
-    prover = Prover(bound=bound, config=Config(timeout=timeout))
+    config = Config(timeout=timeout)
+    if rlimit is not None:
+        config.rlimit = rlimit
+    prover = Prover(bound=bound, config=config)
     results = []
     for target in claims:
         result = prove_claim(target, prover)

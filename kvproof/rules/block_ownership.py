@@ -15,7 +15,7 @@ views, never on ``num_blocks``:
 
 from __future__ import annotations
 
-from ..logic import And, If, Implies, Max, Min, Not, cdiv, div, is_symbolic
+from ..logic import And, ConcreteRequired, If, Implies, Max, Min, Not, cdiv, div, is_symbolic
 from ..models.codec import ABSENT
 from .core import Instance, binding, child, rule
 from .layout import layer_view_lists, layer_views, places
@@ -287,12 +287,25 @@ def pages_alias_only_same_block_of_other_groups(start, length, other_start, othe
 def block_axis(view) -> int:
     """The view's block axis, which selects dimensions: a symbolic document pins it per shape."""
     if is_symbolic(view.block_axis):
-        raise TypeError("block_axis selects dimensions; pin it in the symbolic document's shape")
+        raise ConcreteRequired("block_axis selects dimensions; pin it in the symbolic document's shape",
+                               [view.block_axis])
     return view.block_axis
 
 
 def view_extent(view, place):
-    """Bytes one manager block of the view spans, from its first byte."""
+    """Bytes one manager block of the view spans, from its first byte (memoized per view on a
+    concrete record: BO008, BO009 and VC007 all ask)."""
+    key = ("extent", id(view))
+    known = place.memo.get(key)
+    if known is not None:
+        return known[1]
+    extent = _view_extent(view, place)
+    if not is_symbolic(extent):
+        place.memo[key] = (view, extent)  # the view is kept alive so its id stays its own
+    return extent
+
+
+def _view_extent(view, place):
     axis = block_axis(view)
     extent = view.element_size_bytes + (ratio_of(view, place) - 1) * select(view.stride_bytes, axis)
     for index, (size, stride) in enumerate(zip(view.shape, view.stride_bytes)):
@@ -326,6 +339,9 @@ def view_dimensions_disjoint(view, place, num_blocks):
     if len(view.shape) != len(view.stride_bytes):
         return False
     axis = block_axis(view)
+    ratio = ratio_of(view, place)
+    if not is_symbolic(view.element_size_bytes, ratio, *view.shape, *view.stride_bytes):
+        return _dimensions_disjoint_concrete(view, axis, ratio)
     checks = [view.element_size_bytes > 0]
     span = view.element_size_bytes
     for index in stride_order(view):
@@ -333,8 +349,22 @@ def view_dimensions_disjoint(view, place, num_blocks):
         checks.append(stride >= 0)
         checks.append(Implies(size > 1, stride >= span))
         span = span + If(size > 1, (size - 1) * stride, 0)
-    checks.append(Implies(ratio_of(view, place) > 1, select(view.stride_bytes, axis) >= span))
+    checks.append(Implies(ratio > 1, select(view.stride_bytes, axis) >= span))
     return And(*checks)
+
+
+def _dimensions_disjoint_concrete(view, axis, ratio) -> bool:
+    """:func:`view_dimensions_disjoint` on plain integers (the checker's hot path; same verdict)."""
+    span = view.element_size_bytes
+    if not span > 0:
+        return False
+    for index in stride_order(view):
+        size, stride = view.shape[index], view.stride_bytes[index]
+        if stride < 0 or (size > 1 and stride < span):
+            return False
+        if size > 1:
+            span += (size - 1) * stride
+    return not ratio > 1 or select(view.stride_bytes, axis) >= span
 
 
 @rule(

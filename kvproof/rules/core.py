@@ -48,9 +48,10 @@ def child(path: str, key: str | int) -> str:
     return f"{path}[{json.dumps(key)}]"
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class Instance:
-    """One application of a rule: the judged object's path and the body's arguments."""
+    """One application of a rule: the judged object's path and the body's arguments (treated
+    as immutable; not frozen because the checker creates thousands per document set)."""
 
     subject: str
     args: tuple

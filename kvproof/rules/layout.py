@@ -22,7 +22,7 @@ class LayerPlace:
     """Where a layer lives: its group, its spec (or None), its page, its tensor and position."""
 
     __slots__ = ("name", "group_index", "group", "spec", "page", "block_size", "tensor_index", "tensor", "position",
-                 "path", "head_outer")
+                 "path", "head_outer", "memo")
 
     def __init__(self, name, group_index, group, spec, page, block_size):
         self.name, self.group_index, self.group, self.spec = name, group_index, group, spec
@@ -32,6 +32,9 @@ class LayerPlace:
         self.path = child("$.cache.layer_tensors", name)
         #: None for block-compact layouts, else the head-split layout's name
         self.head_outer = None
+        #: Values the rules derive from this place and one of its views, by ``(name, id(view))``
+        #: (places are cached per record, and a record is not changed while it is checked).
+        self.memo = {}
 
     @property
     def page_start(self):

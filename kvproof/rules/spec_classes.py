@@ -11,7 +11,7 @@ unknown class are unsupported.
 
 from __future__ import annotations
 
-from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, div, is_symbolic
+from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, div
 from ..models.codec import ABSENT
 from .common import layer_list, layer_specs_of, same_list, worker_groups
 from .core import Instance, binding, child, rule

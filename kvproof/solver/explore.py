@@ -15,7 +15,6 @@ objective.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -58,8 +57,14 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
     from .engine import DEFAULT_PINS
     from .prove import replay_accepts
 
+    from ..commands.explore import check_objective
+    from ..models.codec import parse_json
+    from ..models.documents import read_document
+
     start = time.perf_counter()
-    tree = json.loads(Path(template_path).read_text(encoding="utf-8"))
+    tree = parse_json(read_document(template_path), str(template_path))  # bounded, strict (InputError)
+    names = namespace()
+    code = compile(check_objective(objective, names), "<objective>", "eval")  # restricted (ObjectiveError)
     kind = detect_kind(tree)
     if kind == "geometry":
         raise GeometryNotSymbolic(
@@ -71,8 +76,6 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
     shape = Shape(f"explore {file}", ((kind, file, tree),), 0)
     session = Session(shape, all_rules(), Config(timeout=timeout), set(DEFAULT_PINS))
     session.encode_all()
-    code = compile(objective, "<objective>", "eval")
-    names = namespace()
 
     def formula(documents):
         scope = dict(names)

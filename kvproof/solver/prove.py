@@ -28,7 +28,6 @@ from ..models.documents import load_bytes
 from ..rules.core import Rule
 from .engine import DEFAULT_PINS, Config, Outcome, Session, role_of
 from .shapes import Bound, Shape, base_shapes, mutations
-from .symbolic import witness_text
 
 __all__ = ["Prover", "RuleResult", "Redundancy", "VERDICTS"]
 

@@ -113,14 +113,16 @@ def _load_examples(root: Path) -> list[tuple[str, dict[str, tuple[str, Any]]]]:
     out = []
     if not root.is_dir():
         return out
-    from ..models.documents import detect_kind
+    from ..diagnostics import InputError
+    from ..models.codec import parse_json
+    from ..models.documents import detect_kind, read_document
 
     for directory in sorted(p for p in root.iterdir() if p.is_dir()):
         files = {}
         for path in sorted(directory.glob("*.json")):
-            try:
-                tree = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            try:  # bounded and strict, as every document kvproof reads
+                tree = parse_json(read_document(path), str(path))
+            except InputError:
                 continue
             kind = detect_kind(tree)
             if kind in KINDS:
@@ -150,7 +152,6 @@ def shrink_record(tree: dict, keep_groups: list[int], max_layers: int) -> dict:
         specs = group.get("layer_specs")
         if isinstance(specs, dict):
             group["layer_specs"] = {k: v for k, v in specs.items() if k in group["layer_names"]}
-        spec = group.get("spec")
         kept.append(group)
     cache["groups"] = kept
     names = set(kept_layers)

@@ -15,7 +15,7 @@ import pytest
 from kvproof.cli import main
 from kvproof.diagnostics import InputError
 from kvproof.models.geometry import MAX_LAYERS, expand_layers, load_geometry
-from robust_harness import CORPUS, EXAMPLES, ROOT, has_command, kvproof, kvproof_many
+from robust_harness import CORPUS, EXAMPLES, ROOT, kvproof, kvproof_many
 
 CASES = [json.loads(line) for line in (CORPUS / "expected.jsonl").read_text(encoding="utf-8").splitlines() if line]
 MINIMAX = EXAMPLES / "minimax-m27-tp4"
@@ -586,8 +586,6 @@ def test_claim_out_of_time_is_unknown() -> None:
     assert run.seconds < 30
 
 
-@pytest.mark.xfail(strict=True, reason="kvproof claim has no --rlimit yet: kvproof/commands/claim.py (solver engineer) "
-                   "builds Config(timeout=...) only; the proposed diff adds run(..., rlimit) and the cli option")
 def test_claim_out_of_resources_is_unknown() -> None:
     run = kvproof("claim", "--rlimit", "1", "All(g.page_size_bytes > 0 for g in doc.resources.cache_groups)",
                   timeout=60)

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from kvproof.cli import main
-from kvproof.logic import Implies
 from kvproof.rules.core import Rule
 from kvproof.rules.profile_fields import cache_groups
 from kvproof.rules.registry import all_rules, get_rule
