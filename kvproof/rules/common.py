@@ -6,7 +6,7 @@ from ..logic import And, Or, SameScalar
 from ..models.codec import ABSENT
 from .core import Instance, binding
 
-__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list", "same_list"]
+__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list", "same_list", "scheduler_worker_pairs"]
 
 
 def same_list(a, b):
@@ -41,3 +41,12 @@ def worker_groups(record):
     """Every cache group of a worker record."""
     for index, group in enumerate(record.cache.groups):
         yield Instance(f"$.cache.groups[{index}]", (group,), {"layers": layer_list(group.layer_names)})
+
+
+def scheduler_worker_pairs(bundle):
+    """(scheduler document, worker document) of a record set with the same DP rank and phase."""
+    workers = bundle.of_kind("worker")
+    for scheduler in bundle.of_kind("scheduler"):
+        for worker in workers:
+            if worker.obj.dp_rank == scheduler.obj.dp_rank and worker.obj.phase == scheduler.obj.phase:
+                yield scheduler, worker

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, div
 from ..models.codec import ABSENT
-from .common import layer_list, layer_specs_of, same_list, worker_groups
+from .common import layer_list, layer_specs_of, same_list, scheduler_worker_pairs, worker_groups
 from .core import Instance, binding, child, rule
 from .view_coverage import dtype_bytes
 
@@ -385,20 +385,10 @@ def page_matches_fields(spec):
     return Implies(derivable, And(spec.page_size_bytes == page, Implies(Present(padded), ValueOf(padded) >= unpadded)))
 
 
-def _pairs(bundle):
-    """(scheduler document, worker document) of the same DP rank and phase."""
-    schedulers = bundle.of_kind("scheduler")
-    workers = bundle.of_kind("worker")
-    for scheduler in schedulers:
-        for worker in workers:
-            if worker.obj.dp_rank == scheduler.obj.dp_rank and worker.obj.phase == scheduler.obj.phase:
-                yield scheduler, worker
-
-
 @binding("bundle")
 def scheduler_worker_records(bundle):
     """Each scheduler record with each worker record of its DP rank and phase."""
-    for scheduler, worker in _pairs(bundle):
+    for scheduler, worker in scheduler_worker_pairs(bundle):
         yield Instance("$.cache.groups", (scheduler.obj.cache, worker.obj.cache), {"worker": worker.file or "worker"},
                        file=scheduler.file)
 
@@ -408,7 +398,7 @@ def scheduler_worker_groups(bundle):
     """Each scheduler group with the group at the same index of a first-stage worker: the
     scheduler's config is a copy of worker 0's, and later pipeline stages hold other layers
     (``generate_scheduler_kv_cache_config``: "the same kv_cache_config except layer names")."""
-    for scheduler, worker in _pairs(bundle):
+    for scheduler, worker in scheduler_worker_pairs(bundle):
         if worker.obj.pp_rank != 0:
             continue
         for index, (mine, theirs) in enumerate(zip(scheduler.obj.cache.groups, worker.obj.cache.groups)):

@@ -16,6 +16,7 @@ from ..logic import And, If, Implies, IntIs, IsNumber, Or, OrDefault, Present, R
 from ..models.codec import ABSENT
 from ..sim import demand
 from ..sim.concurrency import kv_cache_size_tokens
+from .common import scheduler_worker_pairs
 from .core import Instance, binding, rule
 
 FULL_FAMILY = ("FullAttentionSpec", "MLAAttentionSpec", "HiddenStateCacheSpec", "SinkFullAttentionSpec", "RSWASpec")
@@ -154,12 +155,10 @@ def size_tokens_match_concurrency(cache, config):
 @binding("bundle")
 def scheduler_workers(bundle):
     """Each scheduler record with each worker record of its DP rank and phase."""
-    for scheduler in bundle.of_kind("scheduler"):
-        for worker in bundle.of_kind("worker"):
-            if worker.obj.dp_rank == scheduler.obj.dp_rank and worker.obj.phase == scheduler.obj.phase:
-                yield Instance("$.cache.num_blocks", (scheduler.obj.cache.num_blocks, worker.obj.cache.num_blocks),
-                               {"scheduler": scheduler_name(scheduler.obj), "worker": worker_name(worker.obj)},
-                               file=scheduler.file)
+    for scheduler, worker in scheduler_worker_pairs(bundle):
+        yield Instance("$.cache.num_blocks", (scheduler.obj.cache.num_blocks, worker.obj.cache.num_blocks),
+                       {"scheduler": scheduler_name(scheduler.obj), "worker": worker_name(worker.obj)},
+                       file=scheduler.file)
 
 
 @rule(
@@ -214,14 +213,12 @@ SHARED_SETTINGS = (
 @binding("bundle")
 def worker_settings(bundle):
     """Each shared setting of each worker record with its scheduler's (same DP rank and phase)."""
-    for scheduler in bundle.of_kind("scheduler"):
-        for worker in bundle.of_kind("worker"):
-            if worker.obj.dp_rank == scheduler.obj.dp_rank and worker.obj.phase == scheduler.obj.phase:
-                names = {"scheduler": scheduler_name(scheduler.obj), "worker": worker_name(worker.obj)}
-                for field in SHARED_SETTINGS:
-                    yield Instance(f"$.resolved_config.{field}",
-                                   (getattr(worker.obj.resolved_config, field), getattr(scheduler.obj.resolved_config, field)),
-                                   {**names, "field": field}, file=worker.file)
+    for scheduler, worker in scheduler_worker_pairs(bundle):
+        names = {"scheduler": scheduler_name(scheduler.obj), "worker": worker_name(worker.obj)}
+        for field in SHARED_SETTINGS:
+            yield Instance(f"$.resolved_config.{field}",
+                           (getattr(worker.obj.resolved_config, field), getattr(scheduler.obj.resolved_config, field)),
+                           {**names, "field": field}, file=worker.file)
 
 
 @rule(
