@@ -22,7 +22,7 @@ def run(
 ) -> int:
     from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
     from ..solver.engine import Config
-    from ..solver.prove import Prover
+    from ..solver.prove import Prover, write_documents
     from ..solver.shapes import Bound
 
     if sum(bool(x) for x in (expression, claims_file, all_claims)) != 1:
@@ -56,7 +56,7 @@ def run(
     for target in claims:
         result = prove_claim(target, prover)
         if result.documents and counterexample_dir:
-            result.counterexample = _write(Path(counterexample_dir), result)
+            result.counterexample = write_documents(Path(counterexample_dir), result.claim, result.documents)
         results.append(result)
         if fmt == "text":
             line = f"{result.claim}  {result.verdict:<8} (expect {result.expect})  {result.seconds:6.2f}s  {result.text}"
@@ -77,16 +77,3 @@ def run(
     if any(r.verdict == "unknown" for r in results):
         return EXIT_UNKNOWN
     return EXIT_OK
-
-
-def _write(directory: Path, result) -> str:
-    directory.mkdir(parents=True, exist_ok=True)
-    if len(result.documents) == 1:
-        path = directory / f"{result.claim}.json"
-        path.write_text(result.documents[0][1], encoding="utf-8")
-        return str(path)
-    folder = directory / result.claim
-    folder.mkdir(exist_ok=True)
-    for file, text in result.documents:
-        (folder / file).write_text(text, encoding="utf-8")
-    return str(folder)

@@ -24,17 +24,13 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from ..models import record as r
-from ..models.codec import ABSENT
+from ..models.codec import ABSENT, present
 from ..models.profile import PROFILE_SCHEMA, CacheGroup, Profile, Resources, RuntimeMemory
 
 __all__ = ["profile_of", "record_sets", "profiles"]
 
 _STATE_SPECS = ("MambaSpec", "CircularBufferSpec")
 _WINDOWED = ("SlidingWindowSpec", "SlidingWindowMLASpec")
-
-
-def _present(value: Any) -> bool:
-    return value is not ABSENT and value is not None
 
 
 def _pool_block(worker: r.WorkerRecord) -> int:
@@ -44,21 +40,21 @@ def _pool_block(worker: r.WorkerRecord) -> int:
 
 
 def _group(index: int, group: r.SchedulerGroup, block: int) -> CacheGroup:
-    spec = group.spec if _present(group.spec) else None
+    spec = group.spec if present(group.spec) else None
     spec_type = spec.spec_type if spec is not None else group.spec_type
     state = spec_type in _STATE_SPECS
     window = spec.sliding_window if spec is not None and spec_type in _WINDOWED else ABSENT
     out = CacheGroup(
         name=f"runtime_group_{index}", kind="state" if state else "attention", num_layers=len(group.layer_names),
         block_size_tokens=group.block_size_tokens, page_size_bytes=block,
-        sliding_window=window if _present(window) else ABSENT,
+        sliding_window=window if present(window) else ABSENT,
     )
     if state:
-        k = spec.num_speculative_blocks if spec is not None and _present(spec.num_speculative_blocks) else 0
+        k = spec.num_speculative_blocks if spec is not None and present(spec.num_speculative_blocks) else 0
         out.blocks_per_request = 1 + k if spec_type == "MambaSpec" else 1
-        if spec is not None and spec_type == "MambaSpec" and _present(spec.num_prefill_checkpoint_blocks):
+        if spec is not None and spec_type == "MambaSpec" and present(spec.num_prefill_checkpoint_blocks):
             out.prefill_checkpoint_blocks = spec.num_prefill_checkpoint_blocks
-            if _present(spec.prefill_checkpoint_alignment):
+            if present(spec.prefill_checkpoint_alignment):
                 out.prefill_checkpoint_alignment = spec.prefill_checkpoint_alignment
     return out
 
@@ -83,15 +79,15 @@ def profile_of(scheduler: r.SchedulerRecord, workers: list[r.WorkerRecord], *, m
         resources=Resources(
             cache_layout="grouped",
             max_num_tokens=config.max_num_batched_tokens,
-            max_batch_size=config.max_num_seqs if _present(config.max_num_seqs) else 256,
+            max_batch_size=config.max_num_seqs if present(config.max_num_seqs) else 256,
             provenance="kvproof.fuzz.importer: the importer's profile of a synthesized record set",
             cache_groups=[_group(index, group, block) for index, group in enumerate(scheduler.cache.groups)],
             runtime_memory=RuntimeMemory(
                 kv_cache_bytes=usable, gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=config.max_model_len, provenance="synthesized runtime observation",
                 enable_prefix_caching=config.enable_prefix_caching,
-                mamba_cache_mode=mode if _present(mode) else ABSENT,
-                hash_block_size_tokens=hash_block if _present(hash_block) else ABSENT,
+                mamba_cache_mode=mode if present(mode) else ABSENT,
+                hash_block_size_tokens=hash_block if present(hash_block) else ABSENT,
             ),
         ),
     )

@@ -10,7 +10,7 @@ fields are the KDA/Mamba layer's ``num_prefill_checkpoint_blocks`` and
 from __future__ import annotations
 
 from ..logic import And, If, Implies, IntIs, Not, Or, Present, ValueOf, mod
-from ..models.codec import ABSENT, MAX_SAFE_INT
+from ..models.codec import ABSENT, MAX_SAFE_INT, present
 from .core import Instance, binding, rule
 
 MAX_U32 = 2**32 - 1
@@ -315,7 +315,7 @@ _POOL = ("vllm/v1/core/kv_cache_planning.py:574-605, :1561-1574 (one bytes_per_b
 def later_groups_with_first(profile):
     """Every cache group after the first, with the first."""
     groups = profile.resources.cache_groups
-    if groups is ABSENT or groups is None or not groups:
+    if not present(groups) or not groups:
         return
     for index, group in enumerate(groups[1:], start=1):
         yield Instance(f"$.resources.cache_groups[{index}]", (group, groups[0]), {"name": group.name})
@@ -340,7 +340,7 @@ def memory_with_pool_block(profile):
     """The runtime memory with the profile's pool block (its first group's page)."""
     memory = profile.resources.runtime_memory
     groups = profile.resources.cache_groups
-    if memory is ABSENT or memory is None or groups is ABSENT or groups is None or not groups:
+    if not present(memory) or not present(groups) or not groups:
         return
     yield Instance("$.resources.runtime_memory", (memory, groups[0].page_size_bytes))
 
@@ -375,7 +375,7 @@ def resources(profile):
 def layout_matches_fields(resources):
     """``linear``: no cache groups and a token rate in (0, 2**53]; ``grouped``: groups and no rate."""
     groups = resources.cache_groups
-    has_groups = groups is not ABSENT and groups is not None and len(groups) > 0
+    has_groups = present(groups) and len(groups) > 0
     rate = resources.kv_bytes_per_token
     linear_ok = And(not has_groups, IntIs(rate, lambda n: And(n > 0, n <= MAX_SAFE_INT)))
     grouped_ok = And(has_groups, Not(Present(rate)))
@@ -386,7 +386,7 @@ def layout_matches_fields(resources):
 def later_groups_with_earlier_names(profile):
     """Every cache group after the first, with the names before it."""
     groups = profile.resources.cache_groups
-    if groups is ABSENT or groups is None:
+    if not present(groups):
         return
     for index, group in enumerate(groups[1:], start=1):
         yield Instance(f"$.resources.cache_groups[{index}]", (group.name, [g.name for g in groups[:index]]),

@@ -12,7 +12,7 @@ unknown class are unsupported.
 from __future__ import annotations
 
 from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, div
-from ..models.codec import ABSENT
+from ..models.codec import ABSENT, present
 from .common import layer_list, layer_specs_of, same_list, scheduler_worker_pairs, worker_groups
 from .core import Instance, binding, child, rule
 from .view_coverage import dtype_bytes
@@ -110,9 +110,9 @@ def layer_specs_cover_layers(group, hybrid):
 @binding("scheduler")
 def scheduler_groups_with_evidence(record):
     """Every cache group of a scheduler record, with whether the record holds hybrid evidence."""
-    hybrid = any(g.spec not in (ABSENT, None) for g in record.cache.groups)
+    hybrid = any(present(g.spec) for g in record.cache.groups)
     for index, group in enumerate(record.cache.groups):
-        yield Instance(f"$.cache.groups[{index}]", (group.spec not in (ABSENT, None), hybrid),
+        yield Instance(f"$.cache.groups[{index}]", (present(group.spec), hybrid),
                        {"layers": layer_list(group.layer_names)})
 
 
@@ -149,7 +149,7 @@ def group_has_one_kind(group):
     field="block_size_tokens",
     after=("SC001", "SC007"),
     source="vllm/v1/kv_cache_interface.py:1347-1361 (is_uniform_type: one block size), :1363-1372 "
-    "(UniformTypeKVCacheSpecs.block_size), kv_cache_planning.py:183-207 (merged group spec)",
+    "(UniformTypeKVCacheSpecs.block_size), kv_cache_planning.py:187-215 (create_kv_cache_group_specs: a merged group spec)",
 )
 def group_block_size_matches_layers(group):
     """Every layer spec of a group has the group's block size (a uniform-type group is built only
@@ -221,12 +221,12 @@ def group_layers_uniform(group):
     field="page_size_bytes",
     after=("SC001", "SC007", "SC008", "SC009"),
     source="vllm/v1/kv_cache_interface.py:1318-1320 (UniformTypeKVCacheSpecs.page_size_bytes: the sum of "
-    "the layer pages); kv_cache_planning.py:183-207 (a merged group spec is its layers' spec)",
+    "the layer pages); kv_cache_planning.py:187-215 (create_kv_cache_group_specs: a merged group spec is its layers' spec)",
 )
 def group_page_matches_layers(group):
     """A uniform-type group's page is the sum of its layers' pages; any other group is the merge
     of identical layer specs (``merge`` asserts every compared field equal,
-    kv_cache_interface.py:662-727), so it has their class and page and its layers' specs agree
+    kv_cache_interface.py:663-716), so it has their class and page and its layers' specs agree
     field by field."""
     specs = layer_specs_of(group)
     if not specs:
@@ -298,7 +298,7 @@ def state_evidence_matches_spec(group):
 )
 def state_speculative_blocks_match_spec(group):
     """A Mamba group's state evidence states its spec's speculative blocks; a ring's states none or 0."""
-    if group.state in (ABSENT, None):
+    if not present(group.state):
         return True
     stated = group.state.num_speculative_blocks
     specs = layer_specs_of(group)
@@ -316,11 +316,11 @@ def stated_specs(record):
     for index, group in enumerate(record.cache.groups):
         subject = f"$.cache.groups[{index}]"
         if record.kind == "worker":
-            specs = group.layer_specs if group.layer_specs not in (ABSENT, None) else {}
+            specs = group.layer_specs if present(group.layer_specs) else {}
             for name in group.layer_names:
                 if name in specs:
                     yield Instance(child(child(subject, "layer_specs"), name), (specs[name],), {"layer": name})
-        elif group.spec not in (ABSENT, None):
+        elif present(group.spec):
             yield Instance(f"{subject}.spec", (group.spec,), {"layer": layer_list(group.layer_names)})
 
 

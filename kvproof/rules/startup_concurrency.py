@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..logic import And, If, Implies, IntIs, IsNumber, Or, OrDefault, Present, RealOf, SameScalar, ValueOf, is_symbolic
-from ..models.codec import ABSENT
+from ..models.codec import ABSENT, present
 from ..sim import demand
 from ..sim.concurrency import kv_cache_size_tokens
 from .common import scheduler_worker_pairs
@@ -173,7 +173,6 @@ def pool_blocks_agree(scheduler_blocks, worker_blocks):
     return scheduler_blocks == worker_blocks
 
 
-
 def _explain_one_request(cache, config):
     return {"n": cache.num_blocks, "m": total_blocks(cache, config)}
 
@@ -225,8 +224,9 @@ def worker_settings(bundle):
     id="SU006",
     message="{worker} resolved {field} differently from {scheduler}",
     over=worker_settings,
-    source="vllm/v1/engine/core.py:327-332 (auto-fit max_model_len sent to the workers); vllm/config/vllm.py "
-    "(one VllmConfig per engine, pickled to every worker); vllm/v1/executor/multiproc_executor.py:802",
+    source="vllm/v1/executor/multiproc_executor.py:205-219, :828-836 (every worker process gets the engine's one "
+    "VllmConfig); vllm/v1/engine/core.py:327-332 (auto-fit max_model_len sent to the workers); "
+    "multiproc_executor.py:802 (block sizes aligned in the workers only, so not compared)",
 )
 def settings_agree(worker_value, scheduler_value):
     """The same JSON value (absent and null differ: the probe writes the same keys everywhere)."""
@@ -247,7 +247,7 @@ def _in_flight_options(config, async_scheduling):
 
 
 def _explain_in_flight(config):
-    known = config.async_scheduling not in (ABSENT, None)
+    known = present(config.async_scheduling)
     options = sorted({*_in_flight_options(config, bool(config.async_scheduling))} if known
                      else {*_in_flight_options(config, True), *_in_flight_options(config, False)})
     return {"value": config.max_in_flight_tokens, "allowed": " or ".join(str(o) for o in options)}

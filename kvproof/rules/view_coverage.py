@@ -12,7 +12,7 @@ kernel_block_stride + ratio`` rows, of stride ``stride(0) // kernel_block_stride
 from __future__ import annotations
 
 from ..logic import And, If, Implies, Or, Present, Sum, ValueOf, div, is_symbolic, mod
-from ..models.codec import ABSENT
+from ..models.codec import ABSENT, present
 from .core import Instance, binding, rule
 from .layout import layer_view_lists, layer_views, places
 
@@ -198,7 +198,7 @@ def mamba_views_match_state_shapes(views, place, num_blocks):
 def attention_group_layers(record):
     """Every ``attention_groups`` entry, with the layers the entries before it list."""
     groups = record.cache.attention_groups
-    if groups in (ABSENT, None):
+    if not present(groups):
         return
     earlier: set[str] = set()
     for index, group in enumerate(groups):
@@ -227,7 +227,7 @@ def layers_bound_once(names, earlier):
 def model_runner_kernel_blocks(record):
     """The model runner's kernel block sizes with the cache groups."""
     runner = record.cache.model_runner
-    if runner in (ABSENT, None):
+    if not present(runner):
         return
     yield Instance("$.cache.model_runner.kernel_block_sizes",
                    (list(runner.kernel_block_sizes), record.cache.groups, record.cache.tensor_allocations))

@@ -624,21 +624,9 @@ class Session:
         force = list(force)
         prefix = self.rules[:index]
         hint_sets = [] if force else _hint_sets(hints)
-        for ids, pinned in hint_sets:
-            rules = self._encoded_rules([r for r in prefix if r.id in ids])
-            if rules is None:
-                continue
-            goal, early = self.goal(rule)
-            if early is not None:
-                return early
-            outcome = self._hinted(rule, goal, rules, pinned, prefix)
-            if outcome.status == "unsat":
-                return outcome
-        if any(pinned for _, pinned in hint_sets):
-            # an earlier shape needed the small-domain values held: the prerequisites, linearized
-            outcome = self._after_slice(rule, prefix, linear=True)
-            if outcome is not None:
-                return outcome
+        outcome = self._from_hints(rule, hint_sets, prefix)
+        if outcome is not None:
+            return outcome
         blockers = self.structural_blockers(rule)
         if blockers:
             return Outcome("trivial", core=blockers, reason="an earlier rule fails by structure")
@@ -905,6 +893,25 @@ class Session:
             return outcome
         return Outcome("unsat", core=smaller.core, released=outcome.released)
 
+    def _from_hints(self, rule: Rule, hint_sets: list[tuple[frozenset, bool]], pool: list[Rule]) -> Outcome | None:
+        """The cores of earlier shapes asked first, as slices over ``pool`` (the rules before
+        ``rule`` for :meth:`reach`, all others for :meth:`implied`): an unsat (or early) Outcome,
+        else None. When a core needed small-domain values held, the prerequisites are asked
+        linearized too."""
+        for ids, pinned in hint_sets:
+            rules = self._encoded_rules([r for r in pool if r.id in ids])
+            if rules is None:
+                continue
+            goal, early = self.goal(rule)
+            if early is not None:
+                return early
+            outcome = self._hinted(rule, goal, rules, pinned, pool)
+            if outcome.status == "unsat":
+                return outcome
+        if any(pinned for _, pinned in hint_sets):
+            return self._after_slice(rule, pool, linear=True)
+        return None
+
     def implied(self, rule: Rule, hints: Iterable = (), force: Iterable[str] = (), seen: dict | None = None) -> Outcome:
         """Every document of the shape that passes every other rule passes ``rule`` (unsat).
         Like :meth:`reach`, slices first: the cores of ``hints``, the rule's prerequisites,
@@ -915,21 +922,9 @@ class Session:
             return early
         force = list(force)
         if not force:
-            others = [other for other in self.rules if other.id != rule.id]
-            for ids, pinned in _hint_sets(hints):
-                rules = self._encoded_rules([r for r in others if r.id in ids])
-                if rules is None:
-                    continue
-                goal, early = self.goal(rule)
-                if early is not None:
-                    return early
-                outcome = self._hinted(rule, goal, rules, pinned, others)
-                if outcome.status == "unsat":
-                    return outcome
-            if any(pinned for _, pinned in _hint_sets(hints)):
-                outcome = self._after_slice(rule, others, linear=True)
-                if outcome is not None:
-                    return outcome
+            outcome = self._from_hints(rule, _hint_sets(hints), [other for other in self.rules if other.id != rule.id])
+            if outcome is not None:
+                return outcome
         self.encode_all()
         goal, early = self.goal(rule)
         if early is not None:

@@ -439,16 +439,22 @@ def write_witness(directory: Path, result: RuleResult) -> str | None:
     """Write a witness: ``DIR/RULE.json`` for one document, ``DIR/RULE/<file>`` for several."""
     if not result.documents:
         return None
+    return write_documents(directory, result.rule, result.documents)
+
+
+def write_documents(directory: Path, name: str, documents: list[tuple[str, str]]) -> str:
+    """``DIR/NAME.json`` for one document, else ``DIR/NAME/<file>`` (a stale folder is emptied
+    first); the path written. Witnesses and claim counterexamples share it."""
     directory.mkdir(parents=True, exist_ok=True)
-    if len(result.documents) == 1:
-        path = directory / f"{result.rule}.json"
-        path.write_text(result.documents[0][1], encoding="utf-8")
+    if len(documents) == 1:
+        path = directory / f"{name}.json"
+        path.write_text(documents[0][1], encoding="utf-8")
         return str(path)
-    folder = directory / result.rule
+    folder = directory / name
     folder.mkdir(exist_ok=True)
     for old in folder.rglob("*.json"):
         old.unlink()
-    for file, text in result.documents:
+    for file, text in documents:
         (folder / file).parent.mkdir(parents=True, exist_ok=True)
         (folder / file).write_text(text, encoding="utf-8")
     return str(folder)

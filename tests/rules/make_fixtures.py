@@ -110,6 +110,7 @@ def cases():
         # the profile's page is the pool block (seed 001)
         ("PF021", "group_page_of_its_layers", profile, [(rg + [4, "page_size_bytes"], 13045120)],
          [("PF021", f"{G}[4].page_size_bytes", "cache groups must share one page_size_bytes (the pool block)")]),
+        ("PF021", "good_state_and_attention_groups_share_the_pool_block", profile, [], []),
         ("PF022", "kv_bytes_one_byte_short", profile, [(rm + ["kv_cache_bytes"], 185126092799)],
          [("PF022", f"{RM}.kv_cache_bytes", "kv_cache_bytes must be a whole number of pool blocks")]),
         ("PF022", "good_one_pool_block", profile, [(rm + ["kv_cache_bytes"], 13516800)], []),
@@ -123,6 +124,7 @@ def cases():
                                            (["resources", "kv_bytes_per_token"], 1536)], []),
         ("PF024", "two_groups_of_one_name", profile, [(rg + [3, "name"], "runtime_group_2")],
          [("PF024", f"{G}[3].name", "cache group names must be unique")]),
+        ("PF024", "good_unique_names", profile, [(rg + [3, "name"], "runtime_group_9")], []),
         # CK: worker records (compact JSON; derived from the GLM-5.3-Flash example)
         ("CK001", "missing_count", worker, [(state0 + ["num_prefill_checkpoint_blocks"], DELETE)],
          [("CK001", "$.cache.groups[0].state", f"runtime state cache group lacks prefill checkpoint evidence: {kda0}")]),
@@ -258,6 +260,8 @@ def record_cases():
            + ", ".join(swa_worker_doc["cache"]["groups"][1]["layer_names"]))]),
         # Mamba layers are uniform only with one checkpoint alignment (kv_cache_interface.py:1155-1166);
         # the group's evidence then disagrees with that layer too.
+        # the ring group's 4-token block differs from the other groups' 2176: each group has its own
+        ("SC008", "good_ring_group_of_its_own_block_size", worker, [], []),
         ("SC009", "kda_layer_checkpoint_alignment_differs", worker,
          [(["cache", "groups", 0, "layer_specs", gl[0]["layer_names"][3], "prefill_checkpoint_alignment"], 64)],
          [("SC009", "$.cache.groups[0].layer_specs", f"runtime cache group layer specs are not of one uniform type: {kda0_layers}"),
@@ -270,6 +274,7 @@ def record_cases():
          [(["cache", "groups", 0, "layer_specs", gl[0]["layer_names"][8], "spec_type"], "CircularBufferSpec")],
          [("SC009", "$.cache.groups[0].layer_specs", f"runtime cache group layer specs are not of one uniform type: {kda0_layers}")]),
         ("SC009", "good_mla_and_indexer_are_full_attention", worker, [], []),
+        ("SC010", "good_uniform_page_is_the_sum_of_mixed_pages", worker, [], []),
         ("SC010", "uniform_page_not_the_sum", worker, [(["cache", "groups", 0, "page_size_bytes"], 10027007)],
          [("SC010", "$.cache.groups[0].page_size_bytes", f"runtime cache group page size contradicts its layer specs: {kda0_layers}")]),
         ("SC010", "merged_group_of_another_class", swa_worker_doc, [(["cache", "groups", 0, "spec_type"], "ChunkedLocalAttentionSpec")],
@@ -279,12 +284,16 @@ def record_cases():
          [("SC011", "$.cache.groups[4].spec",
            "scheduler cache group lacks the spec the other groups state: " + ", ".join(gl[4]["layer_names"]))]),
         ("SC011", "good_plain_scheduler_without_specs", mm_scheduler, [], []),
+        ("SC012", "good_ring_states_zero_speculative_blocks", worker,
+         [(["cache", "groups", 5, "state", "num_speculative_blocks"], 0)], []),
         ("SC012", "kda_state_states_a_speculative_block", worker, [(["cache", "groups", 0, "state", "num_speculative_blocks"], 1)],
          [("SC012", "$.cache.groups[0].state.num_speculative_blocks",
            f"runtime state cache group speculative blocks contradict its cache spec: {kda0_layers}")]),
         ("SC012", "ring_state_states_a_speculative_block", worker, [(["cache", "groups", 5, "state", "num_speculative_blocks"], 1)],
          [("SC012", "$.cache.groups[5].state.num_speculative_blocks",
            f"runtime state cache group speculative blocks contradict its cache spec: {', '.join(ring_layers)}")]),
+        ("SC013", "good_mla_padded_to_its_own_page", worker,
+         [(["cache", "groups", 4, "layer_specs", MLA3, "page_size_padded"], 1114112)], []),
         # 1 head x 2176 states x 511 bytes is not the 1,114,112-byte MLA page
         ("SC013", "mla_head_size_511", worker, [(["cache", "groups", 4, "layer_specs", MLA3, "head_size"], 511)],
          [("SC013", f'$.cache.groups[4].layer_specs["{MLA3}"].page_size_bytes', f"layer spec page size contradicts its fields: {MLA3}")]),
@@ -314,6 +323,8 @@ def record_cases():
          [("PC001", "$.prefix_caching", "runtime observation requires complete prefix-caching evidence")]),
         ("PC002", "mode_all", scheduler, [(["cache", "mamba_cache_mode"], "all")],
          [("PC002", "$.cache.mamba_cache_mode", "mamba cache mode must be 'none' or 'align' (vLLM 0.33.0 has no other mode)")]),
+        # a model without Mamba layers: CacheConfig's default mode 'none', the resolved mode unstated
+        ("PC010", "good_mode_none_without_mamba", swa_scheduler, [(["cache", "mamba_cache_mode"], "none")], []),
         ("PC010", "scheduler_cache_mode_none", scheduler, [(["cache", "mamba_cache_mode"], "none")],
          [("PC010", "$.cache.mamba_cache_mode", "mamba cache mode evidence contradicts the resolved mamba_cache_mode 'align'")]),
         ("PC010", "state_evidence_mode_none", worker, [(["cache", "groups", 0, "state", "mamba_cache_mode"], "none")],
@@ -348,6 +359,8 @@ def record_cases():
            "kernel block stride must not be negative: " + ", ".join(worker["cache"]["attention_groups"][4]["layer_names"]))]
          + [("VC005", lt(name, 0), f"layer view kernel blocks contradict its attention group: {name}")
             for name in worker["cache"]["attention_groups"][4]["layer_names"]]),
+        # the MLA layers and the indexer layers of one cache group in two attention groups
+        ("VC008", "good_two_attention_groups_of_one_cache_group", worker, [], []),
         ("VC008", "attention_group_listed_twice", worker, [(["cache", "attention_groups"], lambda g: g + [g[0]])],
          [("VC008", f'$.cache.attention_groups[{len(worker["cache"]["attention_groups"])}].layer_names',
            "layers are bound by more than one attention group: " + ", ".join(sorted(worker["cache"]["attention_groups"][0]["layer_names"])))]),
@@ -355,6 +368,7 @@ def record_cases():
          [(["cache", "attention_groups", 0, "layer_names"], lambda names: names + [names[0]])],
          [("VC008", "$.cache.attention_groups[0].layer_names",
            "layers are bound by more than one attention group: " + mm_worker["cache"]["attention_groups"][0]["layer_names"][0])]),
+        ("VC009", "good_ring_kernel_block_is_its_block", worker, [], []),
         ("VC009", "ring_kernel_block_split", worker, [(["cache", "model_runner", "kernel_block_sizes", 5], 2)],
          [("VC009", "$.cache.model_runner.kernel_block_sizes", "model runner kernel block sizes contradict the cache groups")]),
         ("VC009", "one_kernel_block_size_short", worker, [(["cache", "model_runner", "kernel_block_sizes"], lambda k: k[:-1])],
