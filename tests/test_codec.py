@@ -183,3 +183,55 @@ def test_read_document_reads_a_file_whole_and_bounds_the_rest(tmp_path) -> None:
     assert len(documents._read_bounded(endless, documents._CHUNK, (2 << 20) + 1)) == (2 << 20) + 1
     assert max(endless.calls) <= documents._CHUNK
     assert MAX_DOCUMENT_BYTES + 1 > documents._CHUNK
+
+
+# --- TP-rank twins structured once (kvproof.models.documents.RankTwins) ------------------------------
+
+def _glm_worker_text(tp: int, edit=None) -> str:
+    import json as _json
+    from pathlib import Path as _Path
+
+    tree = _json.loads((_Path(__file__).parent.parent / "examples" / "glm53flash-tp4" / "worker-dp0-tp0-pp0.json").read_text())
+    tree["tp_rank"] = tp
+    for storage in tree["cache"]["storages"]:
+        storage["device"] = f"cuda:{tp}"
+    if edit:
+        edit(tree)
+    return _json.dumps(tree)
+
+
+def test_a_rank_twin_is_structured_from_the_earlier_record_with_its_own_ranks() -> None:
+    from kvproof.models.documents import RankTwins, load_bytes
+
+    ranks = RankTwins()
+    first = load_bytes(_glm_worker_text(0), "tp0.json", ranks=ranks)
+    twin = load_bytes(_glm_worker_text(3), "tp3.json", ranks=ranks)
+    alone = load_bytes(_glm_worker_text(3), "tp3.json")
+    assert twin.obj == alone.obj and twin.obj.tp_rank == 3 and twin.obj.cache.storages[0].device == "cuda:3"
+    assert twin.obj.cache.groups is first.obj.cache.groups  # shared, not structured again
+    assert twin.tree is not None and twin.file == "tp3.json"
+
+
+def test_a_bool_or_float_for_an_int_or_a_bad_rank_is_structured_in_full() -> None:
+    import pytest as _pytest
+
+    from kvproof.diagnostics import InputError
+    from kvproof.models.documents import RankTwins, load_bytes
+
+    def state(value):
+        def edit(tree):
+            tree["cache"]["groups"][0]["state"]["num_prefill_checkpoint_blocks"] = value
+        return edit
+
+    ranks = RankTwins()
+    load_bytes(_glm_worker_text(0, state(1)), "tp0.json", ranks=ranks)
+    for value in (True, 1.0):
+        loaded = load_bytes(_glm_worker_text(1, state(value)), "tp1.json", ranks=ranks)
+        assert type(loaded.obj.cache.groups[0].state.num_prefill_checkpoint_blocks) is type(value)
+
+    def negative(tree):
+        tree["tp_rank"] = -1
+
+    with _pytest.raises(InputError) as error:
+        load_bytes(_glm_worker_text(0, lambda t: (state(1)(t), negative(t))), "bad.json", ranks=ranks)
+    assert any(d.path == "$.tp_rank" for d in error.value.diagnostics)

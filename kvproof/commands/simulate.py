@@ -125,9 +125,74 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
                 f"kernel block {view['kernel_block_size']}, kernel_block_stride {view['kernel_block_stride']}, "
                 f"blocks 0..2 -> {shown}"
             )
+    lines.extend(_render_requests(result))
     for warning in result.get("warnings", []):
         lines.append(f"warning: {warning}")
     return "\n".join(lines) + "\n"
+
+
+def _render_requests(result: dict[str, Any]) -> list[str]:
+    """The ``simulate`` block's results (docs/requests.md); consecutive steps with the same phase,
+    step size and block counts are shown as one line."""
+    lines: list[str] = []
+    steps = [s for s in result.get("simulation") or [] if s["phase"] != "prefix_hit_probe"]
+    if steps:
+        lines.append("")
+        lines.append(f"One request ({len(steps)} steps; blocks held / block-table row length per group):")
+        runs: list[list[dict]] = []
+        for step in steps:
+            key = (step["phase"], step["num_new_tokens"], tuple(step["blocks_held"]), tuple(step["row_length"]))
+            if runs and runs[-1][0]["_key"] == key:
+                runs[-1].append(step)
+            else:
+                runs.append([dict(step, _key=key)])
+        for run in runs:
+            first, last = run[0], run[-1]
+            where = f"step {first['step']}" if len(run) == 1 else f"steps {first['step']}-{last['step']}"
+            lines.append(
+                f"  {where:<16} {first['phase']:<8} +{first['num_new_tokens']:,} tokens from {first['num_computed_tokens']:,}: "
+                f"held {first['blocks_held']} row {first['row_length']}, {_fmt_int(last['free_blocks'])} free"
+            )
+    if result.get("simulation_rejected"):
+        lines.append("")
+        lines.append(f"One request: vLLM 0.33.0's input processor rejects it: {result['simulation_rejected']}")
+    if result.get("simulation_stalled"):
+        lines.append("  the request never fits: vLLM would keep it waiting (the run stops here)")
+    raised = result.get("simulation_raised")
+    if raised:
+        lines.append("")
+        lines.append(f"One request: vLLM 0.33.0 raises {raised['type']} while serving it: {raised['message']}")
+        lines.append(f"  (the ported raise: {raised['at']})")
+    probe = result.get("prefix_hit_probe")
+    if probe:
+        lines.append(f"  prefix-hit probe: {probe['hit_tokens']:,} of {probe['prompt_tokens']:,} prompt tokens hit "
+                     f"(blocks {probe['hit_blocks']})")
+    workload = result.get("workload")
+    if workload and workload.get("raised"):
+        lines.append("")
+        lines.append(f"Workload: vLLM 0.33.0 raises {workload['raised']['type']} while serving it: "
+                     f"{workload['raised']['message']}")
+        lines.append(f"  (the ported raise: {workload['raised']['at']})")
+    elif workload and workload.get("refused"):
+        lines.append("")
+        lines.append(f"Workload: vLLM 0.33.0 refuses the scheduler settings ({workload['refused']['type']}):")
+        lines.append(f"  {workload['refused']['message']}")
+        lines.append(f"  (vllm/{workload['refused']['source']})")
+    elif workload:
+        totals = workload["totals"]
+        lines.append("")
+        lines.append(
+            f"Workload: {len(workload['requests'])} requests, {totals['steps']:,} steps, "
+            f"{totals['request_steps']:,} request-steps, {totals['finished']} finished, "
+            f"{totals['preemptions']} preemptions" + (" (truncated at max_steps)" if workload.get("truncated") else "")
+        )
+        hits = sum(1 for r in workload["requests"].values() if r.get("prefix_hit_tokens"))
+        if hits:
+            lines.append(f"  {hits} requests started with a prefix-cache hit")
+        for rid, info in workload["requests"].items():
+            if info.get("rejected"):
+                lines.append(f"  request {rid!r} rejected: {info['rejected']}")
+    return lines
 
 
 def run(path: str, fmt: str = "text") -> int:
@@ -138,4 +203,7 @@ def run(path: str, fmt: str = "text") -> int:
         text = render_text(result, path)
         stream = sys.stderr if result["status"] == "bad_input" else sys.stdout
         stream.write(text)
+    workload = result.get("workload") or {}
+    if result["status"] == "ok" and (workload.get("refused") or workload.get("raised") or result.get("simulation_raised")):
+        return EXIT_REFUSED  # vLLM would not start with the workload's settings, or fails serving
     return {"ok": EXIT_OK, "refused": EXIT_REFUSED}.get(result["status"], EXIT_BAD_INPUT)

@@ -43,12 +43,14 @@ __all__ = [
     "dtype_names",
     "engine_settings",
     "geometries",
+    "geometries_with_requests",
     "glm_like_model",
     "kernel_block_sizes",
     "mamba_hybrid_model",
     "mamba_state",
     "mixed_model",
     "mla_model",
+    "simulate_blocks",
     "sliding_window_model",
     "special_model",
 ]
@@ -596,4 +598,54 @@ def geometries(draw, *, families: tuple[str, ...] | list[str] | None = None, max
         doc.setdefault(key, value)
     if "kv_cache_layout" in doc and "supported_kv_cache_layouts" in doc:
         del doc["kv_cache_layout"]
+    return doc
+
+
+@st.composite
+def simulate_blocks(draw, *, max_model_len: int, max_prompt: int = 6_000, max_requests: int = 12) -> dict:
+    """A ``simulate`` block (``docs/requests.md``) for a model of ``max_model_len`` tokens: a single
+    request (sometimes probed), a workload of up to ``max_requests`` requests with shared prefixes
+    and staggered arrivals, or both.  Prompts stay below ``max_model_len`` (a longer one is refused
+    by vLLM's input processor before any scheduling) and ``chunk_tokens`` at most ``max_model_len``
+    (vLLM's ``SchedulerConfig`` refuses a larger long-prefill threshold)."""
+    block: dict[str, Any] = {"max_steps": 3_000}
+    limit = max(1, min(max_prompt, max_model_len - 2))
+    if draw(st.booleans()):
+        block["chunk_tokens"] = draw(st.sampled_from([c for c in (8, 16, 100, 512, 2048, 8192) if c <= max_model_len]
+                                                     or [max_model_len]))
+    single = draw(st.booleans())
+    if single:
+        block["prompt_tokens"] = draw(st.integers(1, limit))
+        block["decode_tokens"] = draw(st.integers(0, 24))
+        block["prefix_hit_probe"] = draw(st.booleans())
+    if not single or draw(st.booleans()):
+        prefixes = draw(st.lists(st.sampled_from(["system", "tools", "doc"]), max_size=3, unique=True))
+        requests = []
+        for i in range(draw(st.integers(1, max_requests))):
+            decode = draw(st.integers(1, 32))
+            prompt = draw(st.integers(1, max(1, min(limit, max_model_len - decode - 1))))
+            request: dict[str, Any] = {"id": f"r{i}", "arrival_step": draw(st.integers(0, 20)),
+                                       "prompt_tokens": prompt, "decode_tokens": decode}
+            if prefixes and draw(st.booleans()):
+                request["shared_prefix"] = draw(st.sampled_from(prefixes))
+                request["shared_prefix_tokens"] = draw(st.integers(0, prompt))
+            requests.append(request)
+        block["requests"] = requests
+    return block
+
+
+@st.composite
+def geometries_with_requests(draw, *, families: tuple[str, ...] | list[str] | None = None, max_layers: int = 8) -> dict:
+    """:func:`geometries` with a :func:`simulate_blocks` block; sometimes a small
+    ``num_gpu_blocks_override`` pool (a few max-length requests) so that preemption and prefix-cache
+    eviction happen."""
+    doc = draw(geometries(families=families, max_layers=max_layers))
+    if draw(st.booleans()):
+        doc["num_gpu_blocks_override"] = draw(st.integers(8, 4_000))
+        doc.pop("available_memory_bytes", None)
+    if draw(st.booleans()):
+        seqs = draw(st.sampled_from([1, 2, 4, 16]))
+        doc["max_num_seqs"] = seqs
+        doc["max_num_batched_tokens"] = max(seqs, doc.get("max_num_batched_tokens", seqs))
+    doc["simulate"] = draw(simulate_blocks(max_model_len=doc["max_model_len"]))
     return doc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -10,11 +11,12 @@ from typing import Any
 import attrs
 
 from ..diagnostics import LOAD_KIND, LOAD_SYNTAX, Diagnostic, InputError
-from .codec import parse_json, structure
+from .codec import ABSENT, MAX_SAFE_INT, parse_json, structure
 from .profile import PROFILE_SCHEMA, Profile
 from .record import RECORD_SCHEMA, SchedulerRecord, WorkerRecord
 
-__all__ = ["Document", "detect_kind", "load_tree", "load_bytes", "load_path", "read_document", "KINDS"]
+__all__ = ["Document", "detect_kind", "load_tree", "load_bytes", "load_path", "read_document", "KINDS",
+           "RankTwins", "rank_free_tree"]
 
 KINDS = ("profile", "worker", "scheduler", "geometry")
 
@@ -28,6 +30,10 @@ class Document:
     file: str | None = None
     #: ``checked`` or ``probe`` (an accepted probe's record that phases are compared with).
     role: str = "checked"
+    #: The parsed JSON of a worker record read by :func:`load_bytes` (a tree nobody else holds, so
+    #: it stays as structured; up to 8 MiB of document), else None: the checker compares TP ranks
+    #: by it in C (``rules.check._twins``) instead of walking the attrs objects.
+    tree: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 def detect_kind(tree: Any) -> str | None:
@@ -65,13 +71,88 @@ def load_tree(tree: Any, file: str | None = None, kind: str | None = None) -> Do
     )])
 
 
-def load_bytes(data: bytes | str, file: str | None = None, kind: str | None = None) -> Document:
+def load_bytes(data: bytes | str, file: str | None = None, kind: str | None = None,
+               ranks: RankTwins | None = None) -> Document:
+    """Load one document. ``ranks`` (one per set of documents loaded together) structures a worker
+    record that equals an earlier one but for its ranks and devices from the earlier's objects."""
     try:
-        return load_tree(parse_json(data, file), file, kind)
+        tree = parse_json(data, file)
+        if ranks is not None:
+            twin = ranks.twin(data, tree, file, kind)
+            if twin is not None:
+                return twin
+        document = load_tree(tree, file, kind)
+        if document.kind == "worker" and len(data) <= _KEEP_TREE_BYTES:
+            document = attrs.evolve(document, tree=tree)
+            if ranks is not None:
+                ranks.remember(data, document)
+        return document
     except MemoryError:
         # One document too big to hold (for example a geometry whose layer range expands to
         # billions of layers) is that file's bad input; the other files are still checked.
         raise InputError([Diagnostic(LOAD_SYNTAX, "$", "document needs more memory than is available to load it", file)]) from None
+
+
+#: A worker record's tree is kept (for the checker's TP-twin test) up to this size of document:
+#: the tree of a bigger one would hold several times its size in memory until the check ends.
+_KEEP_TREE_BYTES = 8 * 1024 * 1024
+
+
+def rank_free_tree(tree: dict) -> dict:
+    """A worker record's JSON tree with its ranks and storage devices blanked: the TP ranks of one
+    deployment are equal by it (``rules.check._twins``, :class:`RankTwins`)."""
+    cache = tree["cache"]
+    storages = [{**storage, "device": None} for storage in cache["storages"]]
+    return {**tree, "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "cache": {**cache, "storages": storages}}
+
+
+_RANK_VALUES = re.compile(rb'_rank"\s*:\s*\d+')
+_DEVICE_VALUES = re.compile(rb'device"\s*:\s*(?:"(?:[^"\\]|\\.)*"|null)')
+
+
+class RankTwins:
+    """Worker records already structured in one load, to structure their TP-rank twins cheaply.
+
+    A record is an earlier one's twin when (1) their rank-free trees are equal and (2) their texts
+    are equal once every ``*_rank`` integer and ``device`` string is blanked. (1) alone is not
+    enough: ``True == 1 == 1.0`` in Python, and the strict loader keeps bools and floats of
+    ``Scalar`` fields for the rules to judge; (2) sees every such difference as text. The twin's
+    objects are then the earlier's with its own ranks and devices, which is exactly what
+    structuring it would give (only those values differ, and they are checked as the loader would).
+    A record with any other difference is structured in full."""
+
+    def __init__(self) -> None:
+        self._seen: list[tuple[bytes, dict, Document]] = []
+
+    @staticmethod
+    def _text_key(data: bytes | str) -> bytes:
+        raw = data.encode() if isinstance(data, str) else data
+        return _DEVICE_VALUES.sub(b"@", _RANK_VALUES.sub(b"@", raw))
+
+    def remember(self, data: bytes | str, document: Document) -> None:
+        self._seen.append((self._text_key(data), rank_free_tree(document.tree), document))
+
+    def twin(self, data: bytes | str, tree: Any, file: str | None, kind: str | None) -> Document | None:
+        if not self._seen or kind not in (None, "worker") or detect_kind(tree) != "worker" or len(data) > _KEEP_TREE_BYTES:
+            return None
+        try:
+            ranks = {key: tree[key] for key in ("dp_rank", "tp_rank", "pp_rank")}
+            devices = [storage.get("device", ABSENT) for storage in tree["cache"]["storages"]]
+        except (KeyError, TypeError, AttributeError):
+            return None  # malformed: the full loader reports it with its path
+        if not all(type(v) is int and 0 <= v <= MAX_SAFE_INT for v in ranks.values()):
+            return None
+        if not all(d is ABSENT or d is None or type(d) is str for d in devices):
+            return None
+        key = self._text_key(data)
+        for text_key, rank_free, earlier in self._seen:
+            if text_key == key and rank_free == rank_free_tree(tree):
+                record = earlier.obj
+                storages = [attrs.evolve(storage, device=device)
+                            for storage, device in zip(record.cache.storages, devices)]
+                obj = attrs.evolve(record, **ranks, cache=attrs.evolve(record.cache, storages=storages))
+                return Document("worker", obj, file, tree=tree)
+        return None
 
 
 def read_document(path: str | Path) -> bytes:
@@ -127,5 +208,5 @@ def _read_bounded(handle, first: int, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def load_path(path: str | Path, kind: str | None = None) -> Document:
-    return load_bytes(read_document(path), str(path), kind)
+def load_path(path: str | Path, kind: str | None = None, ranks: RankTwins | None = None) -> Document:
+    return load_bytes(read_document(path), str(path), kind, ranks)

@@ -34,7 +34,7 @@ from .codec import (
 
 __all__ = [
     "MultipleOf", "Geometry", "LayerEntry", "Speculative", "PlatformAlignment", "Views",
-    "ViewBackend", "Simulate", "ExpandedLayer", "load_geometry", "expand_layers",
+    "ViewBackend", "Simulate", "WorkloadRequest", "ExpandedLayer", "load_geometry", "expand_layers",
     "SPEC_CLASSES", "SPEC_FIELDS", "REQUIRED_FIELDS", "DTYPE_SIZES", "DTYPE_CANONICAL",
     "KV_QUANT_MODES", "MAMBA_TYPES", "LAYOUT_NAMES", "LAYOUT_ALIASES", "canonical_dtype",
     "dtype_size", "parse_tokens_per_state", "MAX_LAYERS",
@@ -426,13 +426,37 @@ class Views:
 
 
 @attrs.frozen
-class Simulate:
-    """One request through the managers (accepted; not simulated yet)."""
+class WorkloadRequest:
+    """One request of a ``simulate.requests`` workload (``docs/requests.md``)."""
 
-    prompt_tokens: int = ABSENT
-    decode_tokens: int = ABSENT
-    chunk_tokens: PositiveInt = ABSENT
-    prefix_hit_probe: bool = ABSENT
+    id: str
+    prompt_tokens: PositiveInt
+    decode_tokens: PositiveInt  # vLLM's max_tokens
+    arrival_step: int = ABSENT  # default 0
+    shared_prefix: str = ABSENT
+    shared_prefix_tokens: int = ABSENT  # default 0
+
+
+#: Upper bounds that keep a simulation's cost bounded (a step costs at least one Python call per
+#: running request; a prompt costs one hash per block).
+MAX_WORKLOAD_REQUESTS = 100_000
+MAX_SIMULATE_STEPS = 10_000_000
+MAX_SIMULATE_TOKENS = 1 << 24  # per request (prompt or decode)
+MAX_WORKLOAD_TOKENS = 1 << 27  # the workload's prompt and decode tokens together
+DEFAULT_MAX_STEPS = 100_000
+
+
+@attrs.frozen
+class Simulate:
+    """Requests over time (``docs/requests.md``): one request through the managers
+    (``prompt_tokens`` ...) and/or a workload through the scheduler (``requests``)."""
+
+    prompt_tokens: PositiveInt = ABSENT
+    decode_tokens: int = ABSENT  # default 0
+    chunk_tokens: PositiveInt = ABSENT  # default: the whole prompt in one step
+    prefix_hit_probe: bool = ABSENT  # default false
+    requests: list[WorkloadRequest] = ABSENT
+    max_steps: PositiveInt = ABSENT  # default DEFAULT_MAX_STEPS
 
 
 @attrs.frozen
@@ -632,7 +656,54 @@ def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnost
                 add(f"$.views.backends[{b}].kernel_block_sizes", "expected at least one kernel block size")
     if present(geometry.platform_alignment) and not geometry.platform_alignment.backend_kernel_block_sizes:
         add("$.platform_alignment.backend_kernel_block_sizes", "expected at least one kernel block size")
+    if present(geometry.simulate):
+        _simulate_diagnostics(geometry.simulate, add)
     return problems
+
+
+def _simulate_diagnostics(simulate: Simulate, add) -> None:
+    """The ``simulate`` block's cross-field rules (``docs/requests.md``)."""
+    for key in ("prompt_tokens", "decode_tokens"):
+        value = getattr(simulate, key)
+        if present(value) and value > MAX_SIMULATE_TOKENS:
+            add(f"$.simulate.{key}", f"at most {MAX_SIMULATE_TOKENS:,} tokens can be simulated")
+    if present(simulate.max_steps) and simulate.max_steps > MAX_SIMULATE_STEPS:
+        add("$.simulate.max_steps", f"at most {MAX_SIMULATE_STEPS:,} steps can be simulated")
+    # chunk_tokens alone is the workload's long-prefill threshold
+    single = [key for key in ("decode_tokens", "prefix_hit_probe") if present(getattr(simulate, key))]
+    if single and not present(simulate.prompt_tokens):
+        add(f"$.simulate.{single[0]}", "the single request needs prompt_tokens")
+    max_steps = simulate.max_steps if present(simulate.max_steps) else DEFAULT_MAX_STEPS
+    if present(simulate.prompt_tokens) and simulate.prompt_tokens <= MAX_SIMULATE_TOKENS:
+        chunk = simulate.chunk_tokens if present(simulate.chunk_tokens) else simulate.prompt_tokens
+        decode = simulate.decode_tokens if present(simulate.decode_tokens) else 0
+        steps = -(-simulate.prompt_tokens // chunk) + max(decode - 1, 0)
+        if steps > max_steps:
+            add("$.simulate.prompt_tokens", f"the single request takes {steps:,} steps, more than max_steps ({max_steps:,})")
+    if not present(simulate.requests):
+        return
+    if len(simulate.requests) > MAX_WORKLOAD_REQUESTS:
+        add("$.simulate.requests", f"at most {MAX_WORKLOAD_REQUESTS:,} requests can be simulated")
+        return
+    total = sum(request.prompt_tokens + request.decode_tokens for request in simulate.requests)
+    if total > MAX_WORKLOAD_TOKENS:
+        add("$.simulate.requests", f"the workload holds {total:,} tokens; at most {MAX_WORKLOAD_TOKENS:,} can be simulated")
+    seen: set[str] = set()
+    for r, request in enumerate(simulate.requests):
+        base = f"$.simulate.requests[{r}]"
+        if request.id in seen:
+            add(f"{base}.id", f"duplicate request id {request.id!r}")
+        seen.add(request.id)
+        for key in ("prompt_tokens", "decode_tokens"):
+            if getattr(request, key) > MAX_SIMULATE_TOKENS:
+                add(f"{base}.{key}", f"at most {MAX_SIMULATE_TOKENS:,} tokens can be simulated")
+        if present(request.shared_prefix_tokens):
+            if not present(request.shared_prefix):
+                add(f"{base}.shared_prefix_tokens", "shared_prefix_tokens needs a shared_prefix name")
+            elif request.shared_prefix_tokens > request.prompt_tokens:
+                add(f"{base}.shared_prefix_tokens",
+                    f"the shared prefix ({request.shared_prefix_tokens}) is longer than the prompt "
+                    f"({request.prompt_tokens})")
 
 
 def load_geometry(data: bytes | str | dict, file: str | None = None) -> Geometry:

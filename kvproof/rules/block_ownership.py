@@ -15,7 +15,9 @@ views, never on ``num_blocks``:
 
 from __future__ import annotations
 
-from ..logic import And, ConcreteRequired, If, Implies, Max, Min, Not, cdiv, div, is_symbolic
+import operator
+
+from ..logic import And, ConcreteRequired, If, Implies, Max, Min, Not, cdiv, checking_concretely, div, is_symbolic
 from ..models.codec import ABSENT
 from .core import Instance, binding, child, rule
 from .layout import layer_view_lists, layer_views, places
@@ -222,7 +224,7 @@ def _candidate_pairs(pages: list[_Page]):
     share a byte, so they are skipped (a sweep over sorted residues, not all pairs); pages of
     different strides are left to BO005. On a symbolic record every pair is a candidate.
     """
-    if any(is_symbolic(p.start, p.length, p.stride) for p in pages):
+    if not checking_concretely() and any(is_symbolic(p.start, p.length, p.stride) for p in pages):
         for i, first in enumerate(pages):
             for second in pages[i + 1:]:
                 yield first, second
@@ -238,7 +240,7 @@ def _candidate_pairs(pages: list[_Page]):
             intervals.append((residue, residue + page.length, page))
             if residue + page.length > stride:  # wraps into the next block stride
                 intervals.append((residue - stride, residue + page.length - stride, page))
-        intervals.sort(key=lambda item: (item[0], item[1]))
+        intervals.sort(key=_START_END)
         active: list[tuple[int, _Page]] = []
         seen: set[tuple[int, int]] = set()
         order = {id(page): index for index, page in enumerate(members)}
@@ -247,11 +249,16 @@ def _candidate_pairs(pages: list[_Page]):
             for _end, other in active:
                 if other is page:
                     continue
-                a, b = sorted((order[id(page)], order[id(other)]))
+                a, b = order[id(page)], order[id(other)]
+                if a > b:
+                    a, b = b, a
                 if (a, b) not in seen:
                     seen.add((a, b))
                     yield members[a], members[b]
             active.append((end, page))
+
+
+_START_END = operator.itemgetter(0, 1)
 
 
 @binding("worker")
@@ -276,12 +283,29 @@ def pages_alias_only_same_block_of_other_groups(start, length, other_start, othe
     """Pages ``p`` (block ``b``) and ``q`` (block ``b'``) overlap iff ``d + k * S`` lies in
     ``(-len_p, len_q)`` with ``d = start_p - start_q`` and ``k = b - b'`` in ``[1 - N, N - 1]``.
     No ``k != 0`` may do so, and ``k == 0`` only for pages of different groups."""
+    if checking_concretely():
+        return _pages_alias_concrete(start, length, other_start, other_length, stride, other_stride,
+                                     different_groups, num_blocks)
     d = start - other_start
     low = Max(div(-length - d, stride) + 1, 1 - num_blocks)
     high = Min(cdiv(other_length - d, stride) - 1, num_blocks - 1)
     other_blocks = And(low <= high, Not(And(low == 0, high == 0)))
     same_block = And(d > -length, d < other_length, low <= 0, high >= 0)
     return Implies(stride == other_stride, And(Not(other_blocks), Implies(same_block, different_groups)))
+
+
+def _pages_alias_concrete(start, length, other_start, other_length, stride, other_stride, different_groups,
+                          num_blocks) -> bool:
+    """:func:`pages_alias_only_same_block_of_other_groups` on plain integers (the checker's hot
+    path; the same formulas, with ``div``/``cdiv`` of a zero stride giving 0)."""
+    if stride != other_stride:
+        return True
+    d = start - other_start
+    low = max(((-length - d) // stride if stride else 0) + 1, 1 - num_blocks)
+    high = min((-((d - other_length) // stride) if stride else 0) - 1, num_blocks - 1)
+    other_blocks = low <= high and not (low == 0 and high == 0)
+    same_block = -length < d < other_length and low <= 0 <= high
+    return not other_blocks and (not same_block or bool(different_groups))
 
 
 def block_axis(view) -> int:
@@ -358,8 +382,11 @@ def _dimensions_disjoint_concrete(view, axis, ratio) -> bool:
     span = view.element_size_bytes
     if not span > 0:
         return False
-    for index in stride_order(view):
-        size, stride = view.shape[index], view.stride_bytes[index]
+    strides = view.stride_bytes
+    # stride_order(view): the non-block dimensions by (stride, -index)
+    for _stride, negated in sorted([(strides[i], -i) for i in range(len(view.shape)) if i != axis]):
+        index = -negated
+        size, stride = view.shape[index], strides[index]
         if stride < 0 or (size > 1 and stride < span):
             return False
         if size > 1:
@@ -379,6 +406,9 @@ def view_inside_page(view, place, num_blocks):
     """A view lies in its layer's page: it starts in the page of block 0 of its tensor, and one
     manager block of it ends inside that page."""
     offset = view.storage_offset_bytes - place.page_start
+    if checking_concretely():  # plain values (view_extent cannot raise on them)
+        return (view.storage_id == place.tensor.storage_id and offset >= 0
+                and offset + view_extent(view, place) <= place.footprint(num_blocks))
     return And(view.storage_id == place.tensor.storage_id, offset >= 0,
                offset + view_extent(view, place) <= place.footprint(num_blocks))
 
@@ -392,6 +422,13 @@ def view_inside_page(view, place, num_blocks):
 )
 def views_of_a_layer_disjoint(views, place, num_blocks):
     """The views of one layer (a Mamba layer's state tensors) occupy disjoint bytes of its page."""
+    if checking_concretely():  # plain integers: stop at the first overlap
+        for i, first in enumerate(views):
+            for second in views[i + 1:]:
+                if (first.storage_offset_bytes < second.storage_offset_bytes + view_extent(second, place)
+                        and second.storage_offset_bytes < first.storage_offset_bytes + view_extent(first, place)):
+                    return False
+        return True
     checks = []
     for i, first in enumerate(views):
         for second in views[i + 1:]:
@@ -413,6 +450,15 @@ def views_of_a_layer_disjoint(views, place, num_blocks):
 )
 def dense_bytes_fit_page(views, place, num_blocks):
     """The elements of one manager block of all views of a layer fit in its page."""
+    if checking_concretely():  # plain integers: the block axis read once per view
+        dense = 0
+        for view in views:
+            elements, axis = ratio_of(view, place), view.block_axis
+            for index, size in enumerate(view.shape):
+                if index != axis:
+                    elements = elements * size
+            dense = dense + elements * view.element_size_bytes
+        return dense <= place.page
     dense = 0
     for view in views:
         elements = ratio_of(view, place)

@@ -14,8 +14,9 @@ import attrs
 
 from ..diagnostics import Diagnostic
 from ..logic import concrete_bool, concrete_only
-from ..models.documents import Document
-from .core import Rule
+from ..models.codec import ABSENT
+from ..models.documents import Document, rank_free_tree
+from .core import Rule, binding_memo
 from .registry import all_rules
 
 __all__ = ["Bundle", "bundles", "check", "check_document", "first_refusal"]
@@ -62,7 +63,7 @@ def _targets(rule: Rule, documents: tuple[Document, ...], groups: list[Bundle]) 
 
 def check(documents: Iterable[Document], rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
     """All diagnostics for the documents, in rule order then binding order."""
-    with concrete_only():
+    with concrete_only(), binding_memo():
         return _check(tuple(documents), rules)
 
 
@@ -71,7 +72,6 @@ def _check(documents: tuple[Document, ...], rules: Iterable[Rule] | None) -> lis
     twins = _twins(documents)
     failed: dict[str, list[tuple[str | None, str]]] = {}
     diagnostics: list[Diagnostic] = []
-    instances: dict[tuple[int, int], list] = {}  # bindings are pure: walk each one once per target
     for rule in all_rules() if rules is None else rules:
         found: dict[int, list[tuple[str, Diagnostic | None]]] = {}
         blocked = [entry for prerequisite in rule.after for entry in failed.get(prerequisite, ())]
@@ -86,10 +86,7 @@ def _check(documents: tuple[Document, ...], rules: Iterable[Rule] | None) -> lis
                         diagnostics.append(attrs.evolve(diagnostic, file=file))
                 continue
             mine = found.setdefault(id(target), [])
-            key = (id(rule.over), id(target))
-            if key not in instances:
-                instances[key] = list(rule.over(target))
-            for instance in instances[key]:
+            for instance in rule.over(target):  # bindings are pure: walked once per target (binding_memo)
                 where = instance.file or file
                 if blocked and _suppressed(where, instance.subject, blocked):
                     # Not judged: rules that depend on this one skip the same objects too.
@@ -116,14 +113,36 @@ def _twins(documents: tuple[Document, ...]) -> dict[int, tuple]:
     for document in documents:
         if document.kind != "worker" or document.role == "probe":
             continue
-        key = _rank_free(document.obj)
+        # the JSON trees compare in C, an order of magnitude cheaper than the attrs objects' __eq__
+        key = _rank_free(document.obj) if document.tree is None else rank_free_tree(document.tree)
         for representative, representative_key in seen:
-            if representative_key == key:
+            # == holds between True, 1 and 1.0: the Scalar fields (which load bools and floats for
+            # their rules to judge) must also agree in type, or a refusal of one rank would be lost.
+            if representative_key == key and _scalar_types(representative) == _scalar_types(document.obj):
                 twins[id(document.obj)] = (representative,)
                 break
         else:
             seen.append((document.obj, key))
     return twins
+
+
+def _scalar_types(record) -> tuple:
+    """The types of a worker record's ``Scalar`` fields (kvproof.models.record), in a fixed order."""
+    evidence = record.prefix_caching
+    out: list[type] = []
+    if evidence is not None and evidence is not ABSENT:
+        out += [type(evidence.enable_prefix_caching), type(evidence.hash_block_size),
+                type(evidence.scheduler_block_size), type(evidence.prefix_match_unit)]
+    for group in record.cache.groups:
+        state = group.state
+        if state is not None and state is not ABSENT:
+            out += [type(state.blocks_per_request), type(state.num_prefill_checkpoint_blocks),
+                    type(state.prefill_checkpoint_alignment)]
+        specs = group.layer_specs
+        if specs is not None and specs is not ABSENT:
+            for spec in specs.values():
+                out += [type(spec.num_prefill_checkpoint_blocks), type(spec.prefill_checkpoint_alignment)]
+    return tuple(out)
 
 
 def _rank_free(record) -> object:

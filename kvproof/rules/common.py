@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
-from ..logic import And, Or, SameScalar
+from ..logic import And, Or, SameScalar, checking_concretely
 from ..models.codec import ABSENT
 from .core import Instance, binding
 
-__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list", "same_list", "scheduler_worker_pairs"]
+__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list", "same_list", "same_value", "scheduler_worker_pairs"]
 
 
 def same_list(a, b):
     """Two (possibly nested, possibly absent) lists hold the same values, element by element."""
+    if checking_concretely():
+        return same_value(a, b)
     if not isinstance(a, list) or not isinstance(b, list):
         return SameScalar(a, b)
     if len(a) != len(b):
         return False
     return And(*[same_list(x, y) for x, y in zip(a, b)])
+
+
+def same_value(a, b) -> bool:
+    """:func:`same_list` on concrete values (the checker's path): ``SameScalar`` on scalars (the
+    same type and value), element by element on lists."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is list:
+        return len(a) == len(b) and all(map(same_value, a, b))
+    return a == b
 
 
 def layer_list(names) -> str:

@@ -41,11 +41,29 @@ def child(path: str, key: str | int) -> str:
     """The JSON path of ``key`` under ``path`` (``$.a.b``, ``$.a[3]``, ``$.a["x.y"]``)."""
     if isinstance(key, int):
         return f"{path}[{key}]"
-    if key.isidentifier():
-        return f"{path}.{key}"
-    import json
+    step = _STEPS.get(key)
+    if step is None:
+        step = _step(key)
+    return path + step
 
-    return f"{path}[{json.dumps(key)}]"
+
+#: The path step of each key met so far (layer names such as ``model.layers.0.attn`` need a
+#: quoted step, and ``json.dumps`` per call was a visible part of a check). Bounded: cleared
+#: when full, so arbitrary input cannot grow it without limit.
+_STEPS: dict[str, str] = {}
+
+
+def _step(key: str) -> str:
+    if key.isidentifier():
+        step = f".{key}"
+    else:
+        import json
+
+        step = f"[{json.dumps(key)}]"
+    if len(_STEPS) >= 4096:
+        _STEPS.clear()
+    _STEPS[key] = step
+    return step
 
 
 @attrs.define(eq=False)
@@ -72,7 +90,37 @@ class Binding:
     name: str
 
     def __call__(self, document: Any) -> Iterable[Instance]:
-        return self.walk(document)
+        memo = _MEMO
+        if memo is None:
+            return self.walk(document)
+        # Inside a concrete check: each binding walks each target once (bindings built on
+        # others, such as VC005's on layer_views, reuse its instances).
+        key = (id(self), id(document))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = list(self.walk(document))
+        return found
+
+
+#: The instances of every (binding, target) walked during the running concrete check, or None
+#: (set by :func:`kvproof.rules.check.check` through :func:`binding_memo`; its targets, the
+#: checked documents and their bundles, stay alive while it runs, so their ids stay theirs).
+_MEMO: dict | None = None
+
+
+class binding_memo:
+    """Context manager: bindings called inside it remember their instances per target."""
+
+    def __enter__(self) -> dict:
+        global _MEMO
+        self._previous = _MEMO
+        _MEMO = {}
+        return _MEMO
+
+    def __exit__(self, *exc) -> bool:
+        global _MEMO
+        _MEMO = self._previous
+        return False
 
 
 def binding(*kinds: str):

@@ -11,9 +11,9 @@ unknown class are unsupported.
 
 from __future__ import annotations
 
-from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, div
+from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, checking_concretely, div
 from ..models.codec import ABSENT, present
-from .common import layer_list, layer_specs_of, same_list, scheduler_worker_pairs, worker_groups
+from .common import layer_list, layer_specs_of, same_list, same_value, scheduler_worker_pairs, worker_groups
 from .core import Instance, binding, child, rule
 from .view_coverage import dtype_bytes
 
@@ -80,6 +80,8 @@ def spec_classes(record):
 )
 def spec_class_supported(spec_type, placement):
     """The class is in the class table and the layer has no HiSparse (host) placement."""
+    if checking_concretely():
+        return kind_code(spec_type) != 0 and not _present(placement)
     return And(kind_code(spec_type) != 0, Not(Present(placement)))
 
 
@@ -337,6 +339,8 @@ def _derived_page(spec):
     needs is missing or a dtype is not in the table (other rules and the loader speak to those).
     Both formulas are built and the class selects one, so a symbolic class stays symbolic."""
     t = spec.spec_type
+    if checking_concretely():
+        return _derived_page_concrete(spec)
     is_mamba = t == "MambaSpec"
     is_attention = Or(*[t == name for name in ATTENTION_SPECS], t == "CircularBufferSpec")
     concrete = type(t) is str
@@ -367,6 +371,43 @@ def _derived_page(spec):
     return known, If(is_mamba, mamba_page, heads * states * content)
 
 
+def _value(value, default=0):
+    """``ValueOf`` of a loaded field: its integer, else ``default``."""
+    return value if type(value) is int else default
+
+
+def _present(value) -> bool:
+    """``Present`` of a loaded field."""
+    return value is not None and type(value).__name__ != "Absent"
+
+
+_ATTENTION_PAGES = frozenset(ATTENTION_SPECS) | {"CircularBufferSpec"}
+_MLA_PAGES = ("MLAAttentionSpec", "HiddenStateCacheSpec", "SlidingWindowMLASpec")
+
+
+def _derived_page_concrete(spec):
+    """:func:`_derived_page` of a loaded spec (the checker's path): only the formula of the spec's
+    class, on plain values."""
+    t = spec.spec_type
+    if t == "MambaSpec":
+        shapes, dtypes = spec.shapes, spec.dtypes
+        if not (isinstance(shapes, list) and isinstance(dtypes, list) and len(shapes) == len(dtypes)):
+            return False, 0
+        sizes = [dtype_bytes(d) for d in dtypes]
+        return all(size > 0 for size in sizes), sum(_product(shape) * size for shape, size in zip(shapes, sizes))
+    if t not in _ATTENTION_PAGES:
+        return False, 0
+    heads = _value(spec.num_head_slots) if _present(spec.num_head_slots) else _value(spec.num_kv_heads)
+    head_size = _value(spec.head_size)
+    head_v = _value(spec.head_size_v) if _present(spec.head_size_v) else (0 if t in _MLA_PAGES else head_size)
+    size = dtype_bytes(spec.dtype)
+    content = _value(spec.state_content_bytes) if _present(spec.state_content_bytes) else (head_size + head_v) * size
+    tokens = _value(spec.tokens_per_state, 1)
+    states = div(spec.block_size, tokens) if tokens > 0 else 1
+    known = _present(spec.num_kv_heads) and _present(spec.head_size) and (_present(spec.state_content_bytes) or size > 0)
+    return known, heads * states * content
+
+
 @rule(
     id="SC013",
     message="layer spec page size contradicts its fields: {layer}",
@@ -381,6 +422,12 @@ def page_matches_fields(spec):
     """A spec's page is its padded page (never below the derived one) or the page its fields give."""
     derivable, unpadded = _derived_page(spec)
     padded = spec.page_size_padded
+    if checking_concretely():  # plain values: the same comparisons, no helper per operand
+        if not derivable:
+            return True
+        if _present(padded):
+            return spec.page_size_bytes == _value(padded) and _value(padded) >= unpadded
+        return spec.page_size_bytes == unpadded
     page = If(Present(padded), ValueOf(padded), unpadded)
     return Implies(derivable, And(spec.page_size_bytes == page, Implies(Present(padded), ValueOf(padded) >= unpadded)))
 
@@ -447,6 +494,10 @@ def scheduler_copy_is_first_spec(scheduler_group, worker_group):
     checks = [same_layers, scheduler_group.spec_type == first.spec_type, scheduler_group.block_size_tokens == first.block_size,
               scheduler_group.page_size_bytes == first.page_size_bytes]
     spec = scheduler_group.spec
+    if checking_concretely():  # plain values: stop at the first difference, no helper per field
+        return (all(checks) and (spec in (ABSENT, None) or (
+            all(same_value(getattr(spec, name), getattr(first, name)) for name in _SPEC_FIELDS)
+            and same_value(spec.shapes, first.shapes) and same_value(spec.dtypes, first.dtypes))))
     if spec not in (ABSENT, None):
         checks += [SameScalar(getattr(spec, name), getattr(first, name)) for name in _SPEC_FIELDS]
         checks.append(same_list(spec.shapes, first.shapes))

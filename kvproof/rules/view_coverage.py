@@ -11,7 +11,19 @@ kernel_block_stride + ratio`` rows, of stride ``stride(0) // kernel_block_stride
 
 from __future__ import annotations
 
-from ..logic import And, If, Implies, Or, Present, Sum, ValueOf, div, is_symbolic, mod
+from ..logic import (
+    And,
+    If,
+    Implies,
+    Or,
+    Present,
+    Sum,
+    ValueOf,
+    checking_concretely,
+    div,
+    is_symbolic,
+    mod,
+)
 from ..models.codec import ABSENT, present
 from .core import Instance, binding, rule
 from .layout import layer_view_lists, layer_views, places
@@ -35,6 +47,8 @@ def dtype_bytes(dtype):
     """The element size of a torch dtype name (``torch.`` prefix allowed); 0 when unknown."""
     if isinstance(dtype, str):
         return DTYPE_BYTES.get(dtype.removeprefix("torch."), 0)
+    if checking_concretely():  # absent or null: no name matches
+        return 0
     out = 0
     for name, size in DTYPE_BYTES.items():
         out = If(Or(dtype == name, dtype == f"torch.{name}"), size, out)
@@ -43,6 +57,9 @@ def dtype_bytes(dtype):
 
 def spec_type_of(place):
     return place.spec.spec_type if place.spec is not None else place.group.spec_type
+
+
+_STATE_SPECS = ("MambaSpec", "CircularBufferSpec")
 
 
 def is_state_spec(place):
@@ -67,6 +84,9 @@ def kernel_block_divides_block(view, place, num_blocks):
     """A kernel block is a positive divisor of the spec's block; a Mamba or ring layer's kernel
     block is its block."""
     kernel = view.kernel_block_size_tokens
+    if checking_concretely():  # plain integers: the same test without a helper per operand
+        return kernel > 0 and place.block_size % kernel == 0 and (
+            spec_type_of(place) not in _STATE_SPECS or kernel == place.block_size)
     return And(kernel > 0, mod(place.block_size, kernel) == 0, Implies(is_state_spec(place), kernel == place.block_size))
 
 
@@ -108,6 +128,10 @@ def kernel_blocks_cover_pool(view, place, num_blocks):
     kernel_block_stride + ratio`` rows, on the block axis."""
     axis = view.block_axis
     ratio = ratio_of(view, place)
+    if checking_concretely():  # plain integers (select: the axis must index the shape)
+        stride = view.kernel_block_stride
+        expected = num_blocks * ratio if stride == 0 else (num_blocks - 1) * stride + ratio
+        return 0 <= axis < len(view.shape) and view.shape[axis] == expected
     expected = If(view.kernel_block_stride == 0, num_blocks * ratio, (num_blocks - 1) * view.kernel_block_stride + ratio)
     return And(axis >= 0, axis < len(view.shape), select(view.shape, axis) == expected)
 
@@ -124,7 +148,11 @@ def view_block_stride_matches_allocation(view, place, num_blocks):
     """One manager block of the allocation spans ``ratio`` kernel rows (stride 0) or
     ``kernel_block_stride`` page strides (bind-time split): the view's block-axis stride times
     that count is the allocation's block stride."""
-    per_block = If(view.kernel_block_stride == 0, ratio_of(view, place), view.kernel_block_stride)
+    if checking_concretely():  # plain integers
+        stride = view.kernel_block_stride
+        per_block = ratio_of(view, place) if stride == 0 else stride
+    else:
+        per_block = If(view.kernel_block_stride == 0, ratio_of(view, place), view.kernel_block_stride)
     return select(view.stride_bytes, view.block_axis) * per_block == place.tensor.block_stride
 
 
@@ -159,6 +187,14 @@ def view_matches_attention_group(view, entries, group_index, block_size):
     when the record lists attention groups."""
     if not entries:
         return False
+    if checking_concretely():  # plain values: the same comparisons, no helper per operand
+        for entry in entries:
+            kernel = entry.kernel_block_size
+            kernel = (kernel if type(kernel) is int else 0) if present(kernel) else block_size
+            if not (kernel == view.kernel_block_size_tokens and entry.kernel_block_stride == view.kernel_block_stride
+                    and entry.kv_cache_group_id == group_index):
+                return False
+        return True
     return And(*[
         And(If(Present(entry.kernel_block_size), ValueOf(entry.kernel_block_size), block_size) == view.kernel_block_size_tokens,
             entry.kernel_block_stride == view.kernel_block_stride,
@@ -184,6 +220,13 @@ def mamba_views_match_state_shapes(views, place, num_blocks):
     shapes, dtypes = spec.shapes, spec.dtypes
     if shapes in (ABSENT, None) or dtypes in (ABSENT, None) or len(views) != len(shapes) or len(dtypes) != len(shapes):
         return False
+    if checking_concretely():  # plain values: stop at the first difference
+        for view, shape, dtype in zip(views, shapes, dtypes):
+            if not (len(view.shape) == len(shape) + 1 and view.shape[0] == num_blocks and view.shape[1:] == shape
+                    and view.element_size_bytes == dtype_bytes(dtype) and view.block_axis == 0
+                    and view.kernel_block_stride == 0):
+                return False
+        return True
     checks = []
     for view, shape, dtype in zip(views, shapes, dtypes):
         if len(view.shape) != len(shape) + 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..diagnostics import InputError
+from ..models.codec import present
 from ..models.geometry import Geometry, load_geometry
 from .plan import Plan, plan
 from .refusals import Refusal
@@ -109,9 +110,66 @@ def bad_input_document(error: InputError) -> dict[str, Any]:
 
 def simulate_geometry(geometry: Geometry) -> dict[str, Any]:
     try:
-        return plan_to_document(plan(geometry))
+        result = plan(geometry)
     except Refusal as refusal:
         return refusal_document(refusal)
+    doc = plan_to_document(result)
+    if present(geometry.simulate):
+        _requests_over_time(result, geometry, doc)
+    return doc
+
+
+def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any]) -> None:
+    """The ``simulate`` block (``docs/requests.md``): one request through the managers
+    (``simulation``, ``prefix_hit_probe``) and a workload through the scheduler (``workload``)."""
+    simulate = geometry.simulate
+    if present(simulate.prompt_tokens):
+        from .request_trace import simulate_request
+
+        try:
+            trace = simulate_request(result, simulate)
+        except _VLLM_RAISES as exc:
+            doc["simulation"] = doc["prefix_hit_probe"] = None
+            doc["simulation_raised"] = _raised(exc)
+        else:
+            doc["simulation"] = trace["simulation"]
+            doc["prefix_hit_probe"] = trace.get("prefix_hit_probe")
+            if trace.get("simulation_rejected"):
+                doc["simulation_rejected"] = trace["simulation_rejected"]  # the input processor's refusal
+            if trace.get("simulation_stalled"):
+                doc["simulation_stalled"] = True  # the lone request never fits: vLLM would wait forever
+    if present(simulate.requests):
+        from .scheduler import simulate_workload
+
+        if present(simulate.chunk_tokens) and simulate.chunk_tokens > result.max_model_len:
+            # chunk_tokens is the scheduler's long_prefill_token_threshold: SchedulerConfig refuses it
+            doc["workload"] = {"refused": {
+                "type": "ValueError",
+                "message": f"long_prefill_token_threshold ({simulate.chunk_tokens}) cannot be greater than the "
+                           f"max_model_len ({result.max_model_len}).",
+                "source": "config/scheduler.py:355-360",
+            }}
+            return
+        try:
+            doc["workload"] = simulate_workload(result, simulate)  # max_num_seqs: plan.settings
+        except _VLLM_RAISES as exc:
+            doc["workload"] = {"raised": _raised(exc)}
+
+
+#: The exception types vLLM's managers and scheduler raise themselves (``raise`` and ``assert`` in
+#: ``v1/core``), which the ports raise at the same places: vLLM would fail the same way while serving.
+#: Anything else (a KeyError, a TypeError, ...) is a kvproof bug and is not caught here.
+_VLLM_RAISES = (AssertionError, ValueError, NotImplementedError, RuntimeError)
+
+
+def _raised(exc: BaseException) -> dict[str, Any]:
+    """What vLLM raises while serving, with the ported ``raise`` (kvproof file:line) that raised it."""
+    import traceback
+
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    where = frame.filename.replace("\\", "/")
+    where = where[where.rfind("kvproof/"):] if "kvproof/" in where else where
+    return {"type": type(exc).__name__, "message": str(exc), "at": f"{where}:{frame.lineno}"}
 
 
 def simulate_document(doc: dict | str | bytes, file: str | None = None) -> dict[str, Any]:

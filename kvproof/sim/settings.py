@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from ..models.geometry import (
+    ABSENT,
     KV_QUANT_MODES,
     ExpandedLayer,
     Geometry,
@@ -80,6 +81,9 @@ class EngineSettings:
     num_gpu_blocks_override: int | None
     prefix_cache_retention_interval: int | None
     kv_connector: bool = False
+    max_num_seqs: int | None = None  # as given; the scheduler port applies EngineArgs' default
+    # EngineCore turns chunked prefill off for non-causal layers (v1/engine/core.py:266-280)
+    enable_chunked_prefill: bool = True
 
 
 def _pipeline_parallel_size(geometry: Geometry) -> int:
@@ -198,9 +202,12 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
         disable_hybrid_kv_cache_manager=disable_hma,
         prefix_match_unit=geometry.prefix_match_unit if present(geometry.prefix_match_unit) else None,
         num_gpu_blocks_override=geometry.num_gpu_blocks_override if present(geometry.num_gpu_blocks_override) else None,
+        # null is kept (cache_config's None: retain every sparse checkpoint, v1/core/kv_cache_planning.py:665-667)
         prefix_cache_retention_interval=(
-            geometry.prefix_cache_retention_interval if present(geometry.prefix_cache_retention_interval) else 0
+            geometry.prefix_cache_retention_interval if geometry.prefix_cache_retention_interval is not ABSENT else 0
         ),
+        max_num_seqs=max_num_seqs,
+        enable_chunked_prefill=not non_causal,
     )
 
 

@@ -340,6 +340,22 @@ GEOMETRY_CASES = {
     "range_backwards": _geometry(layer0_range=[32, 0]),
     "range_three": _geometry(layer0_range=[0, 1, 2]),
     "tiny_memory": _geometry(available_memory_bytes=1),
+    # the simulate block (docs/requests.md): types, bounds, cross-field rules
+    "simulate_zero_prompt": _geometry(simulate={"prompt_tokens": 0}),
+    "simulate_bool_probe": _geometry(simulate={"prompt_tokens": 10, "prefix_hit_probe": 1}),
+    "simulate_float_chunk": _geometry(simulate={"prompt_tokens": 10, "chunk_tokens": 2.0}),
+    "simulate_endless_single": _geometry(simulate={"prompt_tokens": 2**24, "chunk_tokens": 1}),
+    "simulate_huge_prompt": _geometry(simulate={"prompt_tokens": 2**53}),
+    "simulate_steps_past_bound": _geometry(simulate={"requests": [], "max_steps": 10**12}),
+    "simulate_requests_object": _geometry(simulate={"requests": {"id": "a"}}),
+    "simulate_duplicate_ids": _geometry(simulate={"requests": [{"id": "a", "prompt_tokens": 8, "decode_tokens": 1}] * 2}),
+    "simulate_negative_arrival": _geometry(simulate={"requests": [
+        {"id": "a", "prompt_tokens": 8, "decode_tokens": 1, "arrival_step": -1}]}),
+    "simulate_prefix_past_prompt": _geometry(simulate={"requests": [
+        {"id": "a", "prompt_tokens": 8, "decode_tokens": 1, "shared_prefix": "s", "shared_prefix_tokens": 9}]}),
+    "simulate_too_many_tokens": _geometry(simulate={"requests": [
+        {"id": str(i), "prompt_tokens": 2**24, "decode_tokens": 1} for i in range(9)]}),
+    "simulate_unknown_key": _geometry(simulate={"requests": [], "seed": 1}),
 }
 #: Run in a child process under the limits too (the rest only in process: they cannot hang).
 SIMULATE_CORPUS = ["empty.json", "binary.json", "deep_nesting.json", "array.json", "nan.json", "huge_int_literal.json"]

@@ -99,3 +99,22 @@ def test_page_alias_arithmetic_agrees_with_enumeration() -> None:
                     ) if {b for b, _ in mine} & {b for b, _ in theirs} else False
                     verdict = alias_rule.body(start, length, other_start, other_length, stride, stride, different, blocks)
                     assert verdict is (not clash), (start, length, other_start, other_length, different)
+
+
+@pytest.mark.parametrize("value", [True, 1.0])
+def test_a_rank_that_differs_only_by_a_bool_or_float_for_an_int_is_no_twin(value) -> None:
+    """True == 1 == 1.0 in Python: a TP rank whose checkpoint count is ``true`` (or ``1.0``) where
+    rank 0 has ``1`` is not rank 0's twin; CK002 refuses it as it does when it is checked alone."""
+    good = Path(__file__).parent / "CK002" / "bool_count.json"  # accepted once the count is 1 (edit `one`)
+
+    def loosen(tree):
+        tree["cache"]["groups"][0]["state"]["num_prefill_checkpoint_blocks"] = value
+
+    def one(tree):
+        tree["cache"]["groups"][0]["state"]["num_prefill_checkpoint_blocks"] = 1
+
+    documents = [_with_tp(good, 0, one), _with_tp(good, 1, loosen)]
+    together = check(documents)
+    alone = check([documents[1]])
+    assert [d.rule for d in alone] == ["CK002"]
+    assert [(d.rule, d.path) for d in together if d.file == documents[1].file] == [(d.rule, d.path) for d in alone]
