@@ -34,6 +34,9 @@ class Document:
     #: it stays as structured; up to 8 MiB of document), else None: the checker compares TP ranks
     #: by it in C (``rules.check._twins``) instead of walking the attrs objects.
     tree: Any = attrs.field(default=None, eq=False, repr=False)
+    #: The earlier worker record of the same load this one is a TP-rank twin of (:class:`RankTwins`:
+    #: equal but for ranks and devices, types included), else None.
+    rank_twin_of: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 def detect_kind(tree: Any) -> str | None:
@@ -151,7 +154,7 @@ class RankTwins:
                 storages = [attrs.evolve(storage, device=device)
                             for storage, device in zip(record.cache.storages, devices)]
                 obj = attrs.evolve(record, **ranks, cache=attrs.evolve(record.cache, storages=storages))
-                return Document("worker", obj, file, tree=tree)
+                return Document("worker", obj, file, tree=tree, rank_twin_of=earlier)
         return None
 
 

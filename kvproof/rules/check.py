@@ -110,8 +110,14 @@ def _twins(documents: tuple[Document, ...]) -> dict[int, tuple]:
     The rules of a worker record read neither ranks nor devices, which a test checks."""
     twins: dict[int, tuple] = {}
     seen: list[tuple[object, object]] = []
+    checked = {id(document) for document in documents}
     for document in documents:
         if document.kind != "worker" or document.role == "probe":
+            continue
+        earlier = document.rank_twin_of
+        if earlier is not None and id(earlier) in checked and earlier.role != "probe":
+            # the loader found it equal to an earlier record of the set, ranks and devices apart
+            twins[id(document.obj)] = twins.get(id(earlier.obj), (earlier.obj,))
             continue
         # the JSON trees compare in C, an order of magnitude cheaper than the attrs objects' __eq__
         key = _rank_free(document.obj) if document.tree is None else rank_free_tree(document.tree)

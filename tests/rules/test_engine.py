@@ -118,3 +118,28 @@ def test_a_rank_that_differs_only_by_a_bool_or_float_for_an_int_is_no_twin(value
     alone = check([documents[1]])
     assert [d.rule for d in alone] == ["CK002"]
     assert [(d.rule, d.path) for d in together if d.file == documents[1].file] == [(d.rule, d.path) for d in alone]
+
+
+def test_evaluate_with_rank_twins_reports_what_each_file_gets_alone(tmp_path) -> None:
+    """``evaluate`` structures TP-rank twins once (models.documents.RankTwins) and judges them once:
+    every file still gets exactly the findings it gets when checked on its own."""
+    from kvproof.commands.check import evaluate
+
+    bad = Path(__file__).parent / "BO009" / "conv_views_overlap.json"
+
+    def other(tree):
+        tree["cache"]["layer_tensors"]["model.layers.3.self_attn.attn"][0]["storage_offset_bytes"] += 512
+
+    def loose(tree):
+        tree["cache"]["groups"][0]["state"]["num_prefill_checkpoint_blocks"] = True
+
+    names = []
+    for tp, edit in ((0, None), (1, None), (2, other), (3, loose)):
+        document = _with_tp(bad, tp, edit)
+        path = tmp_path / f"worker-tp{tp}.json"
+        path.write_text(json.dumps(document.tree if document.tree is not None else json.loads(bad.read_text())))
+        names.append(str(path))
+    together = {r.file: sorted((d.rule, d.path) for d in r.diagnostics) for r in evaluate(names)}
+    alone = {name: sorted((d.rule, d.path) for r in evaluate([name]) for d in r.diagnostics) for name in names}
+    assert together == alone
+    assert ("CK002", "$.cache.groups[0].state.num_prefill_checkpoint_blocks") in together[names[3]]
