@@ -97,6 +97,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.codec import present
+from .mamba_manager import get_mamba_prefill_checkpoint_position, is_mamba_prefill_checkpoint_valid
 from .request import RequestStatus
 
 __all__ = [
@@ -126,44 +127,6 @@ _WAITING = RequestStatus.WAITING
 _RUNNING = RequestStatus.RUNNING
 _PREEMPTED = RequestStatus.PREEMPTED
 _LENGTH_CAPPED = RequestStatus.FINISHED_LENGTH_CAPPED
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-# ---------------------------------------------------------------------------------------------
-# Mamba prefill checkpoint helpers (``v1/kv_cache_interface.py:1169-1208``)
-# ---------------------------------------------------------------------------------------------
-
-
-def get_mamba_prefill_checkpoint_position(
-    num_tokens: int, hash_block_size: int, drop_eagle_block: bool, num_hash_lookahead_tokens: int = 0
-) -> int:
-    """``get_mamba_prefill_checkpoint_position`` (``v1/kv_cache_interface.py:1169-1186``)."""
-    proof_limit = num_tokens if drop_eagle_block else num_tokens - max(1, num_hash_lookahead_tokens)
-    checkpoint_position = proof_limit // hash_block_size * hash_block_size
-    if drop_eagle_block:
-        checkpoint_position -= hash_block_size
-    return max(checkpoint_position, 0)
-
-
-def is_mamba_prefill_checkpoint_valid(
-    query_start: int, query_end: int, checkpoint_position: int, hash_block_size: int,
-    mamba_block_size: int, checkpoint_alignment: int | None,
-) -> bool:
-    """``is_mamba_prefill_checkpoint_valid`` (``v1/kv_cache_interface.py:1189-1208``)."""
-    if checkpoint_alignment is None:
-        return False
-    initial_state_col = (query_start - 1) // mamba_block_size
-    checkpoint_col = _cdiv(query_end, mamba_block_size) - 2
-    return (
-        query_start % hash_block_size == 0
-        and checkpoint_col > initial_state_col
-        and query_start + hash_block_size <= checkpoint_position
-        and query_start < checkpoint_position < query_end
-        and (checkpoint_position - query_start) % checkpoint_alignment == 0
-    )
 
 
 # ---------------------------------------------------------------------------------------------
