@@ -136,6 +136,8 @@ def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any]) -
             doc["prefix_hit_probe"] = trace.get("prefix_hit_probe")
             if trace.get("simulation_rejected"):
                 doc["simulation_rejected"] = trace["simulation_rejected"]  # the input processor's refusal
+            if trace.get("simulation_truncated"):
+                doc["simulation_truncated"] = True  # max_steps reached
             if trace.get("simulation_stalled"):
                 doc["simulation_stalled"] = True  # the lone request never fits: vLLM would wait forever
     if present(simulate.requests):

@@ -123,11 +123,11 @@ def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCach
     request = manager.make_request(SINGLE_REQUEST_ID, tokens, max(decode, 1))
     scheduler.add_request(request)
     steps: list[dict] = []
-    stalled = False
+    stalled = truncated = False
     step = 0
     while not request.is_finished():
-        if step >= max_steps:
-            stalled = True
+        if step >= max_steps:  # (a budget below chunk_tokens can take more steps than the loader counted)
+            truncated = True
             break
         output = scheduler.schedule()
         num_new = output.num_scheduled_tokens.get(SINGLE_REQUEST_ID, 0)
@@ -155,7 +155,7 @@ def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCach
             scheduler._free_request(request)
 
     probe = None
-    if want_probe and not stalled:
+    if want_probe and not stalled and not truncated:
         probe_request = manager.make_request(PROBE_REQUEST_ID, tokens, max(decode, 1))
         manager.new_step_starts()
         blocks, hit, _ = manager.get_computed_blocks(probe_request)
@@ -169,4 +169,6 @@ def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCach
     out: dict[str, Any] = {"simulation": steps, "prefix_hit_probe": probe}
     if stalled:
         out["simulation_stalled"] = True
+    if truncated:
+        out["simulation_truncated"] = True
     return out

@@ -294,7 +294,7 @@ def run_single(sched: Scheduler, single: dict, hasher, max_steps: int) -> tuple[
     (its token budget is ``min(chunk_tokens, max_num_batched_tokens)`` through
     ``SchedulerConfig.max_num_scheduled_tokens``, set by :func:`build_scheduler`; the Mamba
     block-aligned split, the MTP prefill lookahead and the max_model_len cap are its own). Each
-    step is read after ``schedule()`` (the step's allocation). Returns (steps, probe, stalled)."""
+    step is read after ``schedule()`` (the step's allocation). Returns (steps, probe, stalled, truncated)."""
     manager = sched.kv_cache_manager
     prompt = single["prompt_tokens"]
     decode = single["decode_tokens"]
@@ -302,11 +302,11 @@ def run_single(sched: Scheduler, single: dict, hasher, max_steps: int) -> tuple[
     request = make_request("simulate-0", tokens, max(decode, 1), hasher, arrival_time=0.0)
     sched.add_request(request)
     steps: list[dict] = []
-    stalled = False
+    stalled = truncated = False
     step = 0
     while not request.is_finished():
         if step >= max_steps:
-            stalled = True
+            truncated = True
             break
         out = sched.schedule()
         num_new = out.num_scheduled_tokens.get(request.request_id, 0)
@@ -334,7 +334,7 @@ def run_single(sched: Scheduler, single: dict, hasher, max_steps: int) -> tuple[
         if complete and decode == 0:  # prefill only: nothing is sampled, the request ends here
             sched.finish_requests(request.request_id, RequestStatus.FINISHED_ABORTED)
     probe = None
-    if single["prefix_hit_probe"] and not stalled:
+    if single["prefix_hit_probe"] and not stalled and not truncated:
         probe_req = make_request("simulate-probe", tokens, max(decode, 1), hasher, arrival_time=1.0)
         manager.new_step_starts()
         blocks, hit, _ = manager.get_computed_blocks(probe_req)
@@ -345,7 +345,7 @@ def run_single(sched: Scheduler, single: dict, hasher, max_steps: int) -> tuple[
             "hit_blocks": [sum(1 for b in group if not b.is_null) for group in blocks.blocks],
         }
         steps.append(dict(probe))
-    return steps, probe, stalled
+    return steps, probe, stalled, truncated
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -481,11 +481,13 @@ def run_geometry(doc: Any) -> dict:
                     out["simulation_rejected"] = rejection
                 else:
                     with serving_stage("simulation"):
-                        steps, probe, stalled = run_single(sched, sim["single"], hasher, sim["max_steps"])
+                        steps, probe, stalled, truncated = run_single(sched, sim["single"], hasher, sim["max_steps"])
                     out["simulation"] = steps
                     out["prefix_hit_probe"] = probe
                     if stalled:
                         out["simulation_stalled"] = True
+                    if truncated:
+                        out["simulation_truncated"] = True
             if sim["requests"] is not None:
                 with serving_stage("workload_init"):
                     sched = build_scheduler(vllm_config, kwargs, sim["chunk_tokens"], doc.get("max_num_seqs") is not None)

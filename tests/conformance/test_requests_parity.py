@@ -42,7 +42,8 @@ RANDOM_SEED = int(os.environ.get("KVPROOF_REQUESTS_SEED", "20261129"))
 pytestmark = pytest.mark.conformance
 
 #: The keys of docs/requests.md compared here (the start-up plan is test_conformance.py's business).
-KEYS = ("simulation", "prefix_hit_probe", "workload", "simulation_stalled", "simulation_rejected")
+KEYS = ("simulation", "prefix_hit_probe", "workload", "simulation_stalled", "simulation_rejected",
+        "simulation_truncated")
 MISSING = "<missing>"
 MAX_DIFFERENCES = 25
 

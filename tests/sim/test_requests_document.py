@@ -122,3 +122,14 @@ def test_vllms_own_raise_while_serving_is_reported_not_a_traceback(tmp_path, cap
     assert main(["simulate", str(path)]) == 1
     out = capsys.readouterr().out
     assert "raises NotImplementedError while serving it" in out and "Traceback" not in out
+
+
+def test_a_single_request_past_max_steps_is_truncated_not_stalled() -> None:
+    """The loader counts steps with chunk_tokens; a smaller token budget takes more of them."""
+    doc = _tiny(max_num_batched_tokens=2)
+    doc["simulate"] = {"prompt_tokens": 8, "chunk_tokens": 8, "decode_tokens": 1, "max_steps": 3,
+                       "prefix_hit_probe": True}
+    result = simulate_document(doc)
+    assert [s["num_new_tokens"] for s in result["simulation"]] == [2, 2, 2]
+    assert result["simulation_truncated"] is True and "simulation_stalled" not in result
+    assert result["prefix_hit_probe"] is None
