@@ -13,22 +13,15 @@ Hypothesis) and the differing keys.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from oracle_process import HERE, ROOT, VENV_PYTHON, OracleProcess
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 GEOMETRIES = HERE / "geometries"
-ORACLE = HERE / "oracle.py"
-VENV_PYTHON = Path(os.environ.get("KVPROOF_ORACLE_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 REPORT = ROOT / "out" / "conformance-report.json"
-ORACLE_TIMEOUT_S = float(os.environ.get("KVPROOF_ORACLE_TIMEOUT", "600"))
 
 NO_VENV_REASON = (
     f"{VENV_PYTHON} is absent: run `bash scripts/conformance-setup.sh` to create the vLLM 0.33.0 "
@@ -45,53 +38,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=NO_VENV_REASON))
 
 
-# --- the oracle process ---------------------------------------------------------------------------
-
-class OracleProcess:
-    """``oracle.py --jsonl`` in ``.venv-vllm``: one geometry per line in, one answer per line out.
-
-    vLLM is imported once per session; answers are cached by the geometry's canonical JSON (Hypothesis
-    replays examples while shrinking).
-    """
-
-    def __init__(self, python: Path):
-        self._log = open(ROOT / "out" / "conformance-oracle.stderr.log", "w", encoding="utf-8")
-        self._proc = subprocess.Popen(
-            [str(python), str(ORACLE), "--jsonl"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            text=True, bufsize=1, cwd=str(ROOT),
-        )
-        self._cache: dict[str, dict] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, geometry: dict) -> dict:
-        key = json.dumps(geometry, sort_keys=True)
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"the oracle exited with {self._proc.returncode}; see {self._log.name}")
-            self._proc.stdin.write(json.dumps(geometry) + "\n")
-            self._proc.stdin.flush()
-            answer: list[str] = []
-            reader = threading.Thread(target=lambda: answer.append(self._proc.stdout.readline()), daemon=True)
-            reader.start()
-            reader.join(ORACLE_TIMEOUT_S)
-            if not answer or not answer[0]:
-                raise RuntimeError(f"no answer from the oracle within {ORACLE_TIMEOUT_S}s; see {self._log.name}")
-            result = json.loads(answer[0])
-            self._cache[key] = result
-            return result
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-        self._log.close()
-
+# --- the oracle process (oracle_process.py) -----------------------------------------------------
 
 @pytest.fixture(scope="session")
 def oracle():

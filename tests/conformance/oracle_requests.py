@@ -49,7 +49,6 @@ with contextlib.redirect_stdout(sys.stderr):
     from vllm.utils.hashing import get_hash_fn_by_name
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.core.sched.utils import check_stop
     from vllm.v1.engine.input_processor import InputProcessor
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request, RequestStatus

@@ -22,6 +22,8 @@ import pytest
 from hypothesis import given, note, settings
 
 from kvproof.fuzz.strategies import FAMILIES, geometries
+from oracle_process import MISSING, json_diff
+from oracle_process import short as _short
 
 ROOT = Path(__file__).resolve().parents[2]
 GEOMETRIES = Path(__file__).resolve().parent / "geometries"
@@ -41,17 +43,10 @@ SHARED_EXTRA_KEYS = (
     "kv_cache_layout", "mamba_cache_mode", "enable_prefix_caching", "max_in_flight_tokens",
     "kv_tp_replicas", "workers", "max_model_len",
 )
-MISSING = "<missing>"
 #: ``KVPROOF_CONFORMANCE_EXAMPLES=N``: N generated geometries per family (overrides the Hypothesis
 #: profile's ``max_examples``; the ``conformance`` profile of tests/conftest.py draws 400).
 EXAMPLES_PER_FAMILY = int(os.environ["KVPROOF_CONFORMANCE_EXAMPLES"]) if os.environ.get(
     "KVPROOF_CONFORMANCE_EXAMPLES") else None
-MAX_DIFFERENCES = 25
-
-
-def _short(value: Any) -> str:
-    text = value if value is MISSING else json.dumps(value)
-    return text if len(text) <= 240 else text[:237] + "..."
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -60,23 +55,7 @@ def _same_scalar(a: Any, b: Any) -> bool:
 
 
 def _diff(vllm: Any, kvproof: Any, path: str, out: list[dict]) -> None:
-    if len(out) >= MAX_DIFFERENCES:
-        return
-    if isinstance(vllm, dict) and isinstance(kvproof, dict):
-        for key, value in vllm.items():
-            if key not in kvproof:
-                out.append({"path": f"{path}.{key}", "vllm": _short(value), "kvproof": MISSING})
-            else:
-                _diff(value, kvproof[key], f"{path}.{key}", out)
-        return
-    if isinstance(vllm, list) and isinstance(kvproof, list):
-        if len(vllm) != len(kvproof):
-            out.append({"path": f"{path}.length", "vllm": str(len(vllm)), "kvproof": str(len(kvproof))})
-        for i, (a, b) in enumerate(zip(vllm, kvproof)):
-            _diff(a, b, f"{path}[{i}]", out)
-        return
-    if not _same_scalar(vllm, kvproof):
-        out.append({"path": path, "vllm": _short(vllm), "kvproof": _short(kvproof)})
+    json_diff(vllm, kvproof, path, out)
 
 
 def compare(vllm: dict, kvproof: dict) -> list[dict]:

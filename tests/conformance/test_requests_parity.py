@@ -23,19 +23,17 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+from oracle_process import HERE, MISSING, ROOT, VENV_PYTHON, OracleProcess, json_diff
+from oracle_process import short as _short
+
 REQUESTS = HERE / "requests"
 ORACLE_REQUESTS = HERE / "oracle_requests.py"
-VENV_PYTHON = Path(os.environ.get("KVPROOF_ORACLE_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
-ORACLE_TIMEOUT_S = float(os.environ.get("KVPROOF_ORACLE_TIMEOUT", "600"))
 RANDOM_CASES = int(os.environ.get("KVPROOF_REQUESTS_RANDOM", "40"))
 RANDOM_SEED = int(os.environ.get("KVPROOF_REQUESTS_SEED", "20261129"))
 
@@ -44,8 +42,6 @@ pytestmark = pytest.mark.conformance
 #: The keys of docs/requests.md compared here (the start-up plan is test_conformance.py's business).
 KEYS = ("simulation", "prefix_hit_probe", "workload", "simulation_stalled", "simulation_rejected",
         "simulation_truncated")
-MISSING = "<missing>"
-MAX_DIFFERENCES = 25
 
 GOLDEN = sorted(p for p in REQUESTS.glob("*.json") if not p.name.endswith(".expected.json"))
 
@@ -56,34 +52,9 @@ def _expected(path: Path) -> Path:
 
 # --- comparison ------------------------------------------------------------------------------------
 
-def _short(value: Any) -> str:
-    text = value if value is MISSING else json.dumps(value)
-    return text if len(text) <= 240 else text[:237] + "..."
-
-
 def _diff(vllm: Any, kvproof: Any, path: str, out: list[dict]) -> None:
-    if len(out) >= MAX_DIFFERENCES:
-        return
-    if isinstance(vllm, dict) and isinstance(kvproof, dict):
-        for key, value in vllm.items():
-            if key not in kvproof:
-                out.append({"path": f"{path}.{key}", "vllm": _short(value), "kvproof": MISSING})
-            else:
-                _diff(value, kvproof[key], f"{path}.{key}", out)
-        # Maps keyed by request id (scheduled, admitted, requests): an extra key is a difference too.
-        for key in kvproof:
-            if key not in vllm and path.endswith((".scheduled", ".admitted", ".requests")):
-                out.append({"path": f"{path}.{key}", "vllm": MISSING, "kvproof": _short(kvproof[key])})
-        return
-    if isinstance(vllm, list) and isinstance(kvproof, list):
-        if len(vllm) != len(kvproof):
-            out.append({"path": f"{path}.length", "vllm": str(len(vllm)), "kvproof": str(len(kvproof))})
-        for i, (a, b) in enumerate(zip(vllm, kvproof)):
-            _diff(a, b, f"{path}[{i}]", out)
-        return
-    # 20 and 20.0 differ, and so do 1 and True.
-    if not (type(vllm) is type(kvproof) and vllm == kvproof):
-        out.append({"path": path, "vllm": _short(vllm), "kvproof": _short(kvproof)})
+    # maps keyed by request id (scheduled, admitted, requests): an extra key is a difference too
+    json_diff(vllm, kvproof, path, out, closed_maps=(".scheduled", ".admitted", ".requests"))
 
 
 def compare(vllm: dict, kvproof: dict) -> list[dict]:
@@ -140,63 +111,23 @@ def _format(what: str, geometry: dict, differences: list[dict]) -> str:
 
 # --- fixtures --------------------------------------------------------------------------------------
 
-class RequestsOracle:
-    """``oracle_requests.py --jsonl`` in ``.venv-vllm``: one geometry per line in, one answer out."""
-
-    def __init__(self, python: Path):
-        (ROOT / "out").mkdir(exist_ok=True)
-        self._log = open(ROOT / "out" / "conformance-oracle-requests.stderr.log", "w", encoding="utf-8")
-        self._proc = subprocess.Popen(
-            [str(python), str(ORACLE_REQUESTS), "--jsonl"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            text=True, bufsize=1, cwd=str(ROOT))
-        self._lock = threading.Lock()
-
-    def __call__(self, geometry: dict) -> dict:
-        with self._lock:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"oracle_requests.py exited with {self._proc.returncode}; see {self._log.name}")
-            self._proc.stdin.write(json.dumps(geometry) + "\n")
-            self._proc.stdin.flush()
-            answer: list[str] = []
-            reader = threading.Thread(target=lambda: answer.append(self._proc.stdout.readline()), daemon=True)
-            reader.start()
-            reader.join(ORACLE_TIMEOUT_S)
-            if not answer or not answer[0]:
-                raise RuntimeError(f"no answer from oracle_requests.py within {ORACLE_TIMEOUT_S}s; see {self._log.name}")
-            return json.loads(answer[0])
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-        self._log.close()
-
-
 @pytest.fixture(scope="module")
 def requests_oracle():
     if not VENV_PYTHON.exists():
         pytest.skip(f"{VENV_PYTHON} is absent: run `bash scripts/conformance-setup.sh`")
-    proc = RequestsOracle(VENV_PYTHON)
+    proc = OracleProcess(VENV_PYTHON, ORACLE_REQUESTS, "conformance-oracle-requests.stderr.log")
     yield proc
     proc.close()
 
 
 @pytest.fixture(scope="module")
-def simulate_requests():
-    """``kvproof.sim.simulate_document``; its absence is a failure, not a skip."""
-    try:
-        from kvproof.sim import simulate_document
-    except ImportError as exc:
-        pytest.fail("kvproof.sim.simulate_document(doc: dict) -> dict is missing: the requests parity "
-                    f"suite compares it with vLLM 0.33.0 ({type(exc).__name__}: {exc})", pytrace=False)
+def simulate_requests(simulate):
+    """conftest's ``simulate`` (``kvproof.sim.simulate_document``) on a private copy; a crash is
+    reported as a disagreement."""
 
     def run(geometry: dict) -> dict:
         try:
-            return simulate_document(json.loads(json.dumps(geometry)))  # a private copy
+            return simulate(json.loads(json.dumps(geometry)))
         except Exception as exc:  # noqa: BLE001 - a crash is reported as a disagreement
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             return {"status": "crashed", "error": {
