@@ -148,8 +148,13 @@ class RankTwins:
         if not all(d is ABSENT or d is None or type(d) is str for d in devices):
             return None
         key = self._text_key(data)
+        mine = None
         for text_key, rank_free, earlier in self._seen:
-            if text_key == key and rank_free == rank_free_tree(tree):
+            if text_key != key:
+                continue
+            if mine is None:
+                mine = rank_free_tree(tree)
+            if rank_free == mine:
                 record = earlier.obj
                 storages = [attrs.evolve(storage, device=device)
                             for storage, device in zip(record.cache.storages, devices)]

@@ -110,6 +110,14 @@ def _twins(documents: tuple[Document, ...]) -> dict[int, tuple]:
     The rules of a worker record read neither ranks nor devices, which a test checks."""
     twins: dict[int, tuple] = {}
     seen: list[tuple[object, object]] = []
+    scalar_types: dict[int, tuple] = {}
+
+    def types_of(record) -> tuple:  # computed once per record, and only for records that compare equal
+        found = scalar_types.get(id(record))
+        if found is None:
+            found = scalar_types[id(record)] = _scalar_types(record)
+        return found
+
     checked = {id(document) for document in documents}
     for document in documents:
         if document.kind != "worker" or document.role == "probe":
@@ -124,7 +132,7 @@ def _twins(documents: tuple[Document, ...]) -> dict[int, tuple]:
         for representative, representative_key in seen:
             # == holds between True, 1 and 1.0: the Scalar fields (which load bools and floats for
             # their rules to judge) must also agree in type, or a refusal of one rank would be lost.
-            if representative_key == key and _scalar_types(representative) == _scalar_types(document.obj):
+            if representative_key == key and types_of(representative) == types_of(document.obj):
                 twins[id(document.obj)] = (representative,)
                 break
         else:
