@@ -139,16 +139,15 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
     if steps:
         lines.append("")
         lines.append(f"One request ({len(steps)} steps; blocks held / block-table row length per group):")
-        runs: list[list[dict]] = []
+        runs: list[tuple[tuple, dict, dict]] = []  # (what the steps share, first step, last step)
         for step in steps:
-            key = (step["phase"], step["num_new_tokens"], tuple(step["blocks_held"]), tuple(step["row_length"]))
-            if runs and runs[-1][0]["_key"] == key:
-                runs[-1].append(step)
+            key = (step["phase"], step["num_new_tokens"], step["blocks_held"], step["row_length"])
+            if runs and runs[-1][0] == key:
+                runs[-1] = (key, runs[-1][1], step)
             else:
-                runs.append([dict(step, _key=key)])
-        for run in runs:
-            first, last = run[0], run[-1]
-            where = f"step {first['step']}" if len(run) == 1 else f"steps {first['step']}-{last['step']}"
+                runs.append((key, step, step))
+        for _, first, last in runs:
+            where = f"step {first['step']}" if first is last else f"steps {first['step']}-{last['step']}"
             lines.append(
                 f"  {where:<16} {first['phase']:<8} +{first['num_new_tokens']:,} tokens from {first['num_computed_tokens']:,}: "
                 f"held {first['blocks_held']} row {first['row_length']}, {_fmt_int(last['free_blocks'])} free"
@@ -158,6 +157,8 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
         lines.append(f"One request: vLLM 0.33.0's input processor rejects it: {result['simulation_rejected']}")
     if result.get("simulation_stalled"):
         lines.append("  the request never fits: vLLM would keep it waiting (the run stops here)")
+    if result.get("simulation_truncated"):
+        lines.append("  max_steps reached (the run stops here)")
     raised = result.get("simulation_raised")
     if raised:
         lines.append("")
