@@ -8,10 +8,12 @@ solver asks, shape by shape, for a document that passes every rule and violates 
 * one: the claim is **refuted**, and the counterexample (loaded strictly, accepted by the
   concrete checker, and violating the claim when the claim is evaluated on the loaded objects) is
   written as JSON documents;
-* a timeout or resource limit: **unknown**.
+* a timeout or resource limit, or no shape of the claim's kind at all: **unknown** (zero shapes
+  prove nothing).
 
 Shipped claims live in this package (``profile.py``, ``records.py``); a claims file is any Python
-file that declares more with :func:`claim`.
+file that declares more with :func:`claim`; an expression claim is written in the language of
+:mod:`kvproof.solver.expression`.
 """
 
 from __future__ import annotations
