@@ -175,28 +175,46 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
 @click.option("--claims", "claims_file", type=click.Path(dir_okay=False), help="A Python file of @claim functions.")
 @click.option("--all", "all_claims", is_flag=True, help="Every shipped claim.")
 @click.option("--max-shape", help="Shape bound, e.g. groups=2,layers=2.")
-@click.option("--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per solver call.")
+@click.option("--timeout", type=SECONDS, default=120.0, show_default=True,
+              help="Wall-clock safety net per solver call (the budget is --rlimit, the same on every run).")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
               help="Deterministic z3 resource limit per solver call [default: 40000000].")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
+@click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
 def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,
-          timeout: float, rlimit: int | None, fmt: str, counterexample_dir: str | None) -> None:
+          timeout: float, rlimit: int | None, fmt: str, counterexample_dir: str | None, examples: str | None) -> None:
     """Prove an invariant over documents every rule accepts, or print a counterexample document.
 
-    EXPRESSION is Python over `doc` (the symbolic document) with the kvproof.logic helpers and
-    `sim`, e.g. "All(Implies(g.kind == 'state', g.page_size_bytes > 0) for g in
-    doc.resources.cache_groups)". Exit 0 as expected (an expression: it holds), 1 refuted or contrary
-    to a claim's declared expectation, 2 usage, 3 unknown.
+    EXPRESSION is a formula over `doc` (`bundle` for --kind bundle) in kvproof's expression
+    language (docs/solver.md, "Expressions"): model fields, comparisons, arithmetic,
+    comprehensions over document lists, and calls of the kvproof.logic helpers (If, And, Or, Not,
+    Implies, All, Any, Sum, Min, Max, ValueOf, Present, len, ...) and of the functions of demand,
+    pages and concurrency. Nothing else runs; a refused or malformed expression is exit 2 with its
+    line:column. Exit 0 as expected (an expression: it holds), 1 refuted or contrary to a claim's
+    declared expectation, 2 usage, 3 unknown (a solver limit, or nothing checked: no shape or no
+    claim).
 
-    EXPRESSION and --claims FILE are Python code, run with your privileges like `python -c`: pass
-    only code you wrote or trust. (Documents never run as code; see docs/formats.md.)"""
+    \b
+    Examples:
+      kvproof claim --all
+      kvproof claim "All(Implies(g.kind == 'state', g.page_size_bytes > 0) for g in doc.resources.cache_groups)"
+      kvproof claim "Sum(g.num_layers for g in doc.resources.cache_groups) >= 1" --kind profile
+
+    --claims FILE is Python code, imported with your privileges like `python -c`: pass only a
+    file you wrote or trust. (Documents never run as code; see docs/formats.md.)"""
     if claims_file is not None and not os.path.isfile(claims_file):  # a FIFO or a device would block the import
         click.echo(f"kvproof claim: --claims {claims_file}: not a regular file", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    if examples is not None:
+        problems = _examples_problems(examples)
+        if problems:
+            click.echo("\n".join(problems))
+            sys.exit(EXIT_BAD_INPUT)
     from .commands.claim import run
 
-    sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir, rlimit))
+    sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir, rlimit,
+                 examples))
 
 
 @cli.command()
@@ -204,18 +222,27 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
 @click.option("--minimize", "minimize", help="Expression to minimize.")
 @click.option("--maximize", "maximize", help="Expression to maximize.")
 @click.option("--open", "open_fields", multiple=True, help="JSON path of a field the optimizer may change (repeatable).")
-@click.option("--timeout", type=SECONDS, default=30.0, show_default=True, help="Seconds for the optimizer.")
+@click.option("--timeout", type=SECONDS, default=120.0, show_default=True,
+              help="Wall-clock safety net for the optimizer (the budget is --rlimit, the same on every run).")
+@click.option("--rlimit", type=click.IntRange(min=1), default=None,
+              help="Deterministic z3 resource limit of the optimizer [default: 40000000].")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the optimal document here.")
 def explore(template: str, minimize: str | None, maximize: str | None, open_fields: tuple[str, ...], timeout: float,
-            fmt: str, output: str | None) -> None:
+            rlimit: int | None, fmt: str, output: str | None) -> None:
     """Optimize an expression over the open fields of a document template with z3 (every rule
-    must accept the result). The expression is a formula over `doc` with the kvproof.logic helpers,
-    checked by a restricted parser (no names or attributes starting with `_`, calls of helpers
-    only). Exit 0 optimum found, 1 no accepted document, 2 usage or bad input, 3 unknown."""
+    must accept the result). The expression is a formula over `doc` in kvproof's expression
+    language, as for `kvproof claim` (docs/solver.md, "Expressions"); a refused or malformed one
+    is exit 2 with its line:column. Exit 0 optimum found, 1 no optimum (no accepted document, or
+    the objective is unbounded), 2 usage or bad input, 3 unknown (a solver limit).
+
+    \b
+    Examples:
+      kvproof explore examples/minimax-m27-tp4/scheduler-dp0.json --minimize doc.cache.num_blocks --open '$.cache'
+      kvproof explore examples/glm53flash-tp4/profile.json --minimize "Sum(If(g.kind == 'state', 0, g.page_size_bytes) for g in doc.resources.cache_groups) + doc.resources.runtime_memory.kv_cache_bytes" --open '$.resources.runtime_memory'"""
     from .commands.explore import run
 
-    sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output))
+    sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit))
 
 
 def main(argv: list[str] | None = None) -> int:

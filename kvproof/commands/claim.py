@@ -19,9 +19,11 @@ def run(
     fmt: str = "text",
     counterexample_dir: str | None = None,
     rlimit: int | None = None,
+    examples: str | None = None,
 ) -> int:
     from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
     from ..solver.engine import Config
+    from ..solver.expression import ExpressionError
     from ..solver.prove import Prover, write_documents
     from ..solver.shapes import Bound
 
@@ -40,6 +42,9 @@ def run(
             claims = load_claims_file(claims_file)
         else:
             claims = shipped_claims()
+    except ExpressionError as exc:
+        sys.stderr.write(f"kvproof claim: EXPRESSION {exc.render()}\n")
+        return EXIT_USAGE
     except (SyntaxError, OSError, ValueError) as exc:
         sys.stderr.write(f"kvproof claim: {exc}\n")
         return EXIT_USAGE
@@ -48,13 +53,26 @@ def run(
         return EXIT_USAGE
     if kind and not expression:
         claims = [c for c in claims if c.kind == kind]
+    if not claims:  # nothing checked is nothing proved
+        source = f"--claims {claims_file}" if claims_file else "the shipped claims"
+        reason = f"{source} declare no claim{f' of kind {kind}' if kind else ''}: nothing was checked"
+        if fmt == "json":
+            sys.stdout.write(json.dumps({"claims": [], "verdict": "unknown", "reason": reason}, indent=2) + "\n")
+        else:
+            sys.stdout.write(f"unknown: {reason}\n")
+        return EXIT_UNKNOWN
     config = Config(timeout=timeout)
     if rlimit is not None:
         config.rlimit = rlimit
-    prover = Prover(bound=bound, config=config)
+    prover = Prover(bound=bound, config=config, examples=Path(examples) if examples else None)
     results = []
     for target in claims:
-        result = prove_claim(target, prover)
+        try:
+            result = prove_claim(target, prover)
+        except ExpressionError as exc:
+            what = "EXPRESSION" if expression else target.id
+            sys.stderr.write(f"kvproof claim: {what} {exc.render()}\n")
+            return EXIT_USAGE
         if result.documents and counterexample_dir:
             result.counterexample = write_documents(Path(counterexample_dir), result.claim, result.documents)
         results.append(result)

@@ -2,8 +2,8 @@
 
 The template is a profile or a runtime record (JSON). Every field keeps its value except the
 ``--open`` ones (JSON paths; a path opens every leaf under it), every rule must accept the
-result, and the objective (a Python expression over ``doc`` written with the logic helpers, e.g.
-``doc.cache.num_blocks`` or ``sum(g.page_size_bytes for g in doc.resources.cache_groups)``) is
+result, and the objective (an expression of :mod:`kvproof.solver.expression` over ``doc``, e.g.
+``doc.cache.num_blocks`` or ``Sum(g.page_size_bytes for g in doc.resources.cache_groups)``) is
 minimized or maximized. The optimum is replayed through the concrete checker like a witness.
 
 Geometry templates: the simulator's planner (``kvproof.sim.plan``) runs on concrete values only
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import attrs
 import z3
@@ -34,7 +34,7 @@ class GeometryNotSymbolic(ValueError):
 
 @attrs.define
 class ExploreResult:
-    status: str  # optimal | infeasible | unknown | mismatch
+    status: str  # optimal | unbounded | infeasible | unknown | mismatch
     objective: str
     direction: str
     value: Any = None
@@ -50,21 +50,23 @@ class ExploreResult:
 
 
 def explore(template_path: str | Path, objective: str, direction: str, open_paths: tuple[str, ...],
-            timeout: float = 30.0) -> ExploreResult:
+            timeout: float = 120.0, rlimit: int | None = None) -> ExploreResult:
+    """Optimize ``objective`` (checked by :mod:`kvproof.solver.expression`; an
+    :class:`~kvproof.solver.expression.ExpressionError` propagates) over the ``open_paths`` of the
+    template. One status: ``optimal`` (with the replayed document), ``unbounded`` (no optimum:
+    z3 reports an infinite or unattained bound), ``infeasible``, ``mismatch`` or ``unknown``."""
     from ..models.documents import detect_kind
     from ..rules.registry import all_rules
-    from .claims import namespace
     from .engine import DEFAULT_PINS
+    from .expression import parse, symbolic_value
     from .prove import replay_accepts
 
-    from ..commands.explore import check_objective
     from ..models.codec import parse_json
     from ..models.documents import read_document
 
     start = time.perf_counter()
     tree = parse_json(read_document(template_path), str(template_path))  # bounded, strict (InputError)
-    names = namespace()
-    code = compile(check_objective(objective, names), "<objective>", "eval")  # restricted (ObjectiveError)
+    checked = parse(objective)  # the language (ExpressionError)
     kind = detect_kind(tree)
     if kind == "geometry":
         raise GeometryNotSymbolic(
@@ -72,22 +74,21 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
             "(see docs/solver.md, 'explore'); explore a record or profile template instead")
     if kind not in ("profile", "worker", "scheduler"):
         raise ValueError("the template is not a profile or a runtime record")
+    paths = set(_json_paths(tree))
+    unmatched = [path for path in open_paths if not any(_under(known, path) for known in paths)]
+    if unmatched:
+        raise ValueError(f"--open {unmatched[0]}: no field of the template is at or under this path")
     file = Path(template_path).name
     shape = Shape(f"explore {file}", ((kind, file, tree),), 0)
-    session = Session(shape, all_rules(), Config(timeout=timeout), set(DEFAULT_PINS))
-    session.encode_all()
-
-    def formula(documents):
-        scope = dict(names)
-        scope["doc"] = documents[0].obj
-        return eval(code, {"__builtins__": {}}, scope)  # noqa: S307 - the user's own expression
-
-    term = _evaluate(session, formula)
+    config = Config(timeout=timeout) if rlimit is None else Config(timeout=timeout, rlimit=rlimit)
+    session = Session(shape, all_rules(), config, set(DEFAULT_PINS))
+    term = _objective_term(symbolic_value(session, lambda documents: checked.evaluate({"doc": documents[0].obj})))
     rule_terms = [t for e in session.encoded.values() if e.terms for t in e.terms]
     session.ensure_solver()
     session.touch(rule_terms + [term])
     optimizer = z3.Optimize()
-    optimizer.set("timeout", max(1, int(timeout * 1000)))
+    optimizer.set("timeout", max(1, int(timeout * 1000)))  # a safety net: the budget is the resource limit
+    optimizer.set("rlimit", config.rlimit)
     for leaf in session.active:
         for _name, axiom in leaf.axioms:
             optimizer.add(axiom)
@@ -109,46 +110,54 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
     out = ExploreResult("unknown", objective, direction)
     if result == z3.unsat:
         out.status, out.reason = "infeasible", "no document with these open fields passes every rule"
+    elif result == z3.sat and not _finite(handle, direction):
+        bound = handle.lower() if direction == "minimize" else handle.upper()
+        out.status = "unbounded"
+        out.reason = (f"unbounded: the objective has no {'minimum' if direction == 'minimize' else 'maximum'} "
+                      f"over the accepted documents (z3's bound: {bound})")
     elif result == z3.sat:
-        model = optimizer.model()
-        value = model.eval(handle.value() if hasattr(handle, "value") else term, model_completion=True)
-        out.value = _number(model.eval(term, model_completion=True))
-        if not _finite(handle, direction):
-            out.reason = f"unbounded: the objective has no {'minimum' if direction == 'minimize' else 'maximum'}"
         from ..models.codec import dumps
 
+        model = optimizer.model()
+        out.value = _number(model.eval(term, model_completion=True))
         text = dumps(session.trees(model)[0][2])
         ok, why = replay_accepts([(file, text)])
         out.document = text
         out.status = "optimal" if ok else "mismatch"
-        out.reason = out.reason or why
+        out.reason = why
         out.changed = [leaf.name for leaf in session.active if _changed(model, leaf)]
-        del value
     else:
         out.reason = optimizer.reason_unknown()
     out.seconds = time.perf_counter() - start
     return out
 
 
-def _evaluate(session: Session, formula) -> Any:
-    from .engine import as_bool  # noqa: F401 - same protocol, but an objective is a number
-    from . import symbolic
-    from .engine import strict_bool
+def _objective_term(value: Any) -> Any:
+    """The objective's value as a z3 Int or Real; anything but a number is a bad objective."""
+    from fractions import Fraction
 
-    for _ in range(20):
-        log: list = []
-        symbolic.ACCESS_LOG = log
-        try:
-            with strict_bool():
-                value = formula(session.documents)
-        finally:
-            symbolic.ACCESS_LOG = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return z3.RealVal(value) if isinstance(value, float) else z3.IntVal(value)
-        if z3.is_expr(value) and (z3.is_int(value) or z3.is_real(value)):
-            return value
-        raise TypeError(f"the objective is not a number: {value!r}")
-    raise RuntimeError("unreachable")
+    from .expression import ExpressionError, describe
+
+    if isinstance(value, bool) or (z3.is_expr(value) and z3.is_bool(value)):
+        raise ExpressionError("the objective is a truth value, not a number")
+    if isinstance(value, int):
+        return z3.IntVal(value)
+    if isinstance(value, (float, Fraction)):
+        return z3.RealVal(Fraction(value))
+    if z3.is_expr(value) and (z3.is_int(value) or z3.is_real(value)):
+        return value
+    raise ExpressionError(f"the objective is not a number: it is {describe(value)}")
+
+
+def _json_paths(tree: Any, path: str = "$") -> Iterable[str]:
+    """Every JSON path of a tree (objects, arrays and leaves), as the symbolic leaves name them."""
+    yield path
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _json_paths(value, f"{path}.{key}")
+    elif isinstance(tree, list):
+        for index, value in enumerate(tree):
+            yield from _json_paths(value, f"{path}[{index}]")
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -165,11 +174,9 @@ def _number(value: Any) -> Any:
 
 
 def _finite(handle: Any, direction: str) -> bool:
-    try:
-        bound = handle.upper() if direction == "maximize" else handle.lower()
-        return "oo" not in str(bound)
-    except Exception:  # noqa: BLE001
-        return True
+    """z3's bound of the objective is a number (not ``oo``, not an ``epsilon`` off one)."""
+    bound = str(handle.upper() if direction == "maximize" else handle.lower())
+    return "oo" not in bound and "epsilon" not in bound
 
 
 def _changed(model: Any, leaf) -> bool:

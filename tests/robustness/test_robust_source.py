@@ -4,9 +4,8 @@ as code or to deserialise objects, and starts no shell.
 Two modules run code on purpose. ``kvproof claim`` runs the claim expressions and claim files
 its user writes: they are Python, run with the user's privileges like ``python -c`` (or pytest
 running test files), by design (docs/formats.md "Code from input", ``kvproof claim --help``).
-``kvproof explore`` evaluates the objective given on its command line, but only after the
-restricted parser of ``kvproof.commands.explore`` accepted it (no name or attribute starting with
-``_``, calls of the helpers only). Their findings are listed in ``ALLOWED`` with that reason (and
+Claim expressions and ``kvproof explore`` objectives are no Python: they are checked and run by
+the interpreter of ``kvproof.solver.expression`` (an AST allow-list; no eval). Their findings are listed in ``ALLOWED`` with that reason (and
 an allowance that no longer matches anything fails, so the list cannot go stale); further tests
 prove that no document path (``check``, ``simulate``, ``synth``, the loaders, the rules) imports
 them, so a checked document can never reach them, and that the explore command parses before the
@@ -51,15 +50,9 @@ FORBIDDEN = [
 #: file (relative to the package's parent) -> the FORBIDDEN reasons it may show, and why.
 ALLOWED: dict[str, tuple[set[str], str]] = {
     "kvproof/solver/claims/__init__.py": (
-        {"eval() runs text as code", "the builtin compile() prepares text to run (re.compile is a method: allowed)",
-         "importlib.import_module() imports a module named by a string", "imports and runs a Python file"},
-        "kvproof claim runs the claim expressions and claim files its user writes (user code by design, like "
+        {"imports and runs a Python file"},
+        "kvproof claim --claims FILE imports the claim file its user writes (user code by design, like "
         "python -c), never a checked document",
-    ),
-    "kvproof/solver/explore.py": (
-        {"eval() runs text as code", "the builtin compile() prepares text to run (re.compile is a method: allowed)"},
-        "kvproof explore evaluates the objective its user writes on the command line, after "
-        "kvproof.commands.explore.check_objective (a restricted parser) accepted it",
     ),
 }
 #: Modules that run user code; no document path may import them.
@@ -111,22 +104,21 @@ def test_every_allowance_is_still_needed() -> None:
 
 
 def test_explore_parses_the_objective_before_the_solver_evaluates_it() -> None:
-    """In kvproof/commands/explore.py, run() calls check_objective() before explore() (the AST of
-    run, in source order), and check_objective refuses the classic escapes."""
-    from kvproof.commands.explore import ObjectiveError, check_objective
+    """In kvproof/commands/explore.py, run() calls parse() before explore() (the AST of run, in
+    source order), and the expression language refuses the classic escapes."""
+    from kvproof.solver.expression import ExpressionError, parse
 
     tree = ast.parse((PACKAGE / "commands" / "explore.py").read_text(encoding="utf-8"))
     run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
     calls = [(n.lineno, n.func.id) for n in ast.walk(run) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-             and n.func.id in ("check_objective", "explore")]
-    assert [name for _line, name in sorted(calls)] == ["check_objective", "explore"], calls
-    names = {"Sum": sum, "len": len, "sim": __import__("kvproof.sim").sim}
+             and n.func.id in ("parse", "explore")]
+    assert [name for _line, name in sorted(calls)] == ["parse", "explore"], calls
     for escape in ("().__class__.__base__.__subclasses__()", "doc.__dict__", "__import__('os')", "open('x')",
                    "(lambda: 0)()", "sim.plan.math.__loader__", "'{0.__class__}'.format(doc)", "[].append(1)",
                    "getattr(doc, 'x')", "f'{doc!r}'", "{doc: 1}", "9 ** 9 ** 9", "(y := doc)"):
-        with pytest.raises(ObjectiveError):
-            check_objective(escape, names)
-    check_objective("Sum([g.page_size_bytes * 2 for g in doc.resources.cache_groups]) + len(doc.x)", names)
+        with pytest.raises(ExpressionError):
+            parse(escape)
+    parse("Sum([g.page_size_bytes * 2 for g in doc.resources.cache_groups]) + len(doc.x)")
 
 
 def test_no_document_path_imports_a_module_that_runs_code() -> None:

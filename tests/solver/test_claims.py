@@ -57,3 +57,51 @@ def test_admission_claim_holds_by_the_one_request_rule() -> None:
     result = prove_claim(_claim("CL003"), Prover(bound=FAST))
     assert result.verdict == "holds" and result.expect == "holds" and not result.contrary
     assert "SU005" in result.core
+
+def test_admission_claim_is_decided_over_every_shape_of_the_default_bound() -> None:
+    # CL003 was a `mismatch`: the claim term was built before encoding the rules pinned and rebuilt
+    # the documents, so the solver's "counterexample" set variables no rule constrained any more
+    result = prove_claim(_claim("CL003"), Prover())
+    assert result.verdict == "holds", result.reason
+    assert "SU005" in result.core and result.shapes > 12
+
+
+def test_shipped_claims_are_decided_the_same_under_two_hash_seeds(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    reports = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        proc = subprocess.run([sys.executable, "-m", "kvproof", "claim", "--all", "--kind", "scheduler", "--format",
+                               "json"], capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        reports.append([{k: v for k, v in c.items() if k != "seconds"} for c in json.loads(proc.stdout)["claims"]])
+    assert reports[0] == reports[1]
+    assert [c["verdict"] for c in reports[0]] == ["holds"]
+
+
+def test_zero_shapes_prove_nothing(tmp_path, monkeypatch, capsys) -> None:
+    # after `pip install .` the examples were missing and every claim "held" over 0 shapes
+    monkeypatch.setenv("KVPROOF_EXAMPLES", str(tmp_path))
+    assert main(["claim", "--all", "--format", "json"]) == 3
+    report = json.loads(capsys.readouterr().out)["claims"]
+    assert {c["claim"] for c in report} >= {"CL001", "CL002", "CL003", "CL004"}
+    assert all(c["verdict"] == "unknown" and c["shapes"] == 0 and "zero shapes" in c["reason"] for c in report)
+    result = prove_claim(_claim("CL001"), Prover(examples=tmp_path))
+    assert result.verdict == "unknown" and not result.contrary
+
+
+def test_zero_claims_prove_nothing(tmp_path, capsys) -> None:
+    empty = tmp_path / "none.py"
+    empty.write_text("from kvproof.solver.claims import claim  # declares nothing\n")
+    assert main(["claim", "--claims", str(empty)]) == 3
+    assert "declare no claim" in capsys.readouterr().out
+    assert main(["claim", "--all", "--kind", "bundle"]) == 3
+    assert "of kind bundle" in capsys.readouterr().out
+
+
+def test_a_claim_that_is_no_truth_value_is_bad_input(capsys) -> None:
+    assert main(["claim", "doc.resources.cache_groups[0].num_layers", "--max-shape", "groups=1,layers=1,mutations=0"]) == 2
+    assert "a claim is true or false" in capsys.readouterr().err

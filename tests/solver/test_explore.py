@@ -31,3 +31,55 @@ def test_geometry_templates_are_refused_with_a_note(capsys, examples) -> None:
 def test_explore_usage(capsys, tmp_path) -> None:
     assert main(["explore", str(tmp_path / "nope.json"), "--minimize", "1"]) == 2
     capsys.readouterr()
+
+
+SCHEDULER = "examples/minimax-m27-tp4/scheduler-dp0.json"
+
+
+def _explore(capsys, *args: str) -> tuple[int, dict | None, str]:
+    code = main(["explore", SCHEDULER, *args, "--format", "json"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def test_a_constant_zero_divisor_is_refused_with_its_position(capsys, monkeypatch, examples) -> None:
+    # reported "optimal" and "unbounded" at once, exit 0: z3's x % 0 is unconstrained
+    monkeypatch.chdir(examples.parent)
+    code, report, err = _explore(capsys, "--minimize", "doc.cache.num_blocks % -0", "--open", "$.cache")
+    assert code == 2 and report is None
+    assert "--minimize 1:24: division by zero" in err
+
+
+def test_a_symbolic_zero_divisor_has_the_helpers_guarded_meaning(capsys, monkeypatch, examples) -> None:
+    # x % 0 == x (kvproof.logic.mod) in the solver and in the replay: dp_rank is 0 in the template
+    monkeypatch.chdir(examples.parent)
+    code, report, _err = _explore(capsys, "--minimize", "doc.cache.num_blocks % doc.dp_rank", "--open", "$.cache")
+    assert code == 0 and report["status"] == "optimal" and report["value"] == 513
+
+
+def test_helpers_work_inside_a_generator(capsys, monkeypatch, examples) -> None:
+    # exited 4 (NameError: If) before the expression language
+    monkeypatch.chdir(examples.parent)
+    objective = "Sum(If(g.block_size_tokens > 8, 1, 0) for g in doc.cache.groups) + doc.cache.num_blocks"
+    code, report, _err = _explore(capsys, "--minimize", objective, "--open", "$.cache")
+    assert code == 0 and report["status"] == "optimal" and report["value"] == 514
+
+
+def test_an_open_path_must_name_a_field(capsys, monkeypatch, examples) -> None:
+    monkeypatch.chdir(examples.parent)
+    code, _report, err = _explore(capsys, "--minimize", "doc.cache.num_blocks", "--open", "$.cachee")
+    assert code == 2 and "--open $.cachee: no field of the template" in err
+
+
+def test_the_optimum_is_written_safely(capsys, monkeypatch, examples, tmp_path) -> None:
+    monkeypatch.chdir(examples.parent)
+    outside = tmp_path / "outside.json"
+    outside.write_text("keep\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(outside)
+    assert main(["explore", SCHEDULER, "--minimize", "doc.cache.num_blocks", "--open", "$.cache", "-o", str(link)]) == 2
+    assert outside.read_text() == "keep\n" and "symbolic link" in capsys.readouterr().err
+    target = tmp_path / "optimum.json"
+    assert main(["explore", SCHEDULER, "--minimize", "doc.cache.num_blocks", "--open", "$.cache", "-o", str(target)]) == 0
+    assert json.loads(target.read_text())["cache"]["num_blocks"] == 513
+    capsys.readouterr()

@@ -8,15 +8,17 @@ solver asks, shape by shape, for a document that passes every rule and violates 
 * one: the claim is **refuted**, and the counterexample (loaded strictly, accepted by the
   concrete checker, and violating the claim when the claim is evaluated on the loaded objects) is
   written as JSON documents;
-* a timeout or resource limit: **unknown**.
+* a timeout or resource limit, or no shape of the claim's kind at all: **unknown** (zero shapes
+  prove nothing).
 
 Shipped claims live in this package (``profile.py``, ``records.py``); a claims file is any Python
-file that declares more with :func:`claim`.
+file that declares more with :func:`claim`; an expression claim is written in the language of
+:mod:`kvproof.solver.expression`.
 """
 
 from __future__ import annotations
 
-import importlib
+import hashlib
 import importlib.util
 import time
 from pathlib import Path
@@ -25,6 +27,10 @@ from typing import Any, Callable, Literal
 import attrs
 
 __all__ = ["Claim", "claim", "shipped_claims", "load_claims_file", "expression_claim", "ClaimResult", "prove_claim"]
+
+#: Why a claim is ``unknown`` when its kind has no base shape (no example documents found).
+NO_SHAPES = ("no base shape of kind {kind} (no example documents of that kind were found{where}): "
+             "a claim checked over zero shapes is not proved")
 
 
 @attrs.frozen
@@ -74,7 +80,8 @@ def load_claims_file(path: str | Path) -> list[Claim]:
     """Every claim a Python file declares (``from kvproof.solver.claims import claim``)."""
     path = Path(path)
     before = set(_DECLARED)
-    spec = importlib.util.spec_from_file_location(f"kvproof_claims_{abs(hash(str(path)))}", path)
+    digest = hashlib.sha256(str(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]  # not hash(): seeded per run
+    spec = importlib.util.spec_from_file_location(f"kvproof_claims_{digest}", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"cannot load claims from {path}")
     module = importlib.util.module_from_spec(spec)
@@ -82,36 +89,15 @@ def load_claims_file(path: str | Path) -> list[Claim]:
     return [_DECLARED[name] for name in _DECLARED if name not in before]
 
 
-def namespace() -> dict[str, Any]:
-    """What a claim expression sees: the logic helpers, ``All``/``Any``, ``sim``, ``ABSENT``."""
-    from ... import logic
-    from ...models.codec import ABSENT
-
-    names: dict[str, Any] = {name: getattr(logic, name) for name in logic.__all__ if name != "z3"}
-    names["All"] = lambda items: logic.And(*list(items))
-    names["Any"] = lambda items: logic.Or(*list(items))
-    names["ABSENT"] = ABSENT
-    names["sim"] = importlib.import_module("kvproof.sim")
-    for module in ("demand", "concurrency", "pages"):
-        try:
-            names[module] = importlib.import_module(f"kvproof.sim.{module}")
-        except ImportError:  # pragma: no cover - the simulator is optional here
-            pass
-    names.update({"len": len, "range": range, "zip": zip, "enumerate": enumerate, "min": min, "max": max,
-                  "list": list, "sum": logic.Sum})
-    return names
-
-
 def expression_claim(expression: str, kind: str) -> Claim:
-    """A claim from a Python expression over ``doc`` (or ``bundle``)."""
-    code = compile(expression, "<claim>", "eval")
-    names = namespace()
+    """A claim from an expression of :mod:`kvproof.solver.expression` over ``doc`` (``bundle``
+    too, for a bundle claim); raises :class:`~kvproof.solver.expression.ExpressionError`."""
+    from ..expression import parse
+
+    checked = parse(expression, ("doc", "bundle"))
 
     def formula(document: Any) -> Any:
-        scope = dict(names)
-        scope["doc"] = document
-        scope["bundle"] = document
-        return eval(code, {"__builtins__": {}}, scope)  # noqa: S307 - the user's own expression, run locally
+        return checked.evaluate({"doc": document, "bundle": document})
 
     return Claim("EXPR", expression, kind, formula)  # type: ignore[arg-type]
 
@@ -143,9 +129,13 @@ class ClaimResult:
 
 
 def prove_claim(target: Claim, prover) -> ClaimResult:
-    """Search every base shape of the claim's kind for an accepted document that violates it."""
+    """Search every base shape of the claim's kind for an accepted document that violates it.
+
+    Over zero shapes nothing is proved: the verdict is ``unknown`` (:data:`NO_SHAPES`).
+    An :class:`~kvproof.solver.expression.ExpressionError` (a bad expression) propagates."""
     import z3
 
+    from ..expression import ExpressionError, symbolic_value
     from ..symbolic import collect_consts
 
     start = time.perf_counter()
@@ -156,7 +146,9 @@ def prove_claim(target: Claim, prover) -> ClaimResult:
         result.shapes += 1
         session = prover.session(shape)
         try:
-            term = session.evaluate(target.apply)
+            term = _as_claim_bool(symbolic_value(session, target.apply))
+        except ExpressionError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a claim the solver cannot evaluate is reported
             result.verdict = "error"
             result.reason = f"the claim cannot be evaluated on symbolic documents: {type(exc).__name__}: {exc}"
@@ -173,7 +165,7 @@ def prove_claim(target: Claim, prover) -> ClaimResult:
             if verdict == "refuted":
                 result.verdict, result.reason, result.documents, result.shape = verdict, reason, documents, shape.name
                 break
-            result.verdict, result.reason = "mismatch", reason
+            result.verdict, result.reason = "mismatch", f"{shape.name}: {reason}"
             if refusing is None or refusing not in session.order:
                 break
             rule = next(r for r in prover.rules if r.id == refusing)
@@ -187,13 +179,29 @@ def prove_claim(target: Claim, prover) -> ClaimResult:
         elif outcome.status == "unknown":
             unknown.append(f"{shape.name}: {outcome.reason}")
     if result.verdict == "holds":
-        if unknown:
+        if not result.shapes:
+            where = f" in {prover.examples}" if getattr(prover, "examples", None) else ""
+            result.verdict, result.reason = "unknown", NO_SHAPES.format(kind=target.kind, where=where)
+        elif unknown:
             result.verdict, result.reason = "unknown", unknown[0]
         else:
             result.core = sorted(set(cores))
             result.reason = f"no accepted document violates it within {prover.bound.label()} ({result.shapes} shapes)"
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _as_claim_bool(value: Any) -> Any:
+    """A claim's value as a z3 Bool; anything but a truth value is a bad claim."""
+    import z3
+
+    from ..expression import ExpressionError, describe
+
+    if isinstance(value, bool):
+        return z3.BoolVal(value)
+    if z3.is_expr(value) and z3.is_bool(value):
+        return value
+    raise ExpressionError(f"a claim is true or false, but this one is {describe(value)}")
 
 
 def _check_forced(session, extra, claim_id: str, force: set[str]):
