@@ -109,6 +109,7 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
     lines.append(f"  scheduler / hash         {result['scheduler_block_size']} / {result['hash_block_size']}")
     lines.append(f"  cache-hit alignment      {result['cache_hit_alignment_tokens']}")
     alignment = result.get("platform_alignment") or {}
+    lines.append(f"  platform alignment       {_alignment_text(result.get('platform_alignment'))}")
     if alignment.get("mamba_block_size") is not None:
         lines.append(f"  mamba block / padded page {alignment['mamba_block_size']} / {alignment['mamba_page_size_padded']}")
     views = result.get("worker_views") or []
@@ -129,6 +130,22 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
     for warning in result.get("warnings", []):
         lines.append(f"warning: {warning}")
     return "\n".join(lines) + "\n"
+
+
+def _alignment_text(alignment: dict[str, Any] | None) -> str:
+    """Which ``update_block_size_for_backend`` ran: the default platform's (and its backend), the
+    geometry's ``platform_alignment``, or none."""
+    if alignment is None:
+        return "none (platform_alignment null, or no attention layer)"
+    default = alignment.get("default")
+    if default is None:
+        return "the geometry's platform_alignment"
+    sizes = ", ".join(f"MultipleOf({s['MultipleOf']})" if isinstance(s, dict) else str(s)
+                      for s in default["backend_kernel_block_sizes"])
+    return (f"default ({default['platform']}): backend {default['backend']} [{sizes}] for "
+            f"{default['num_kv_heads']} KV heads x {default['head_size']} {default['model_dtype']}"
+            f"{'' if default['cache_dtype'] == 'auto' else ' cache ' + default['cache_dtype']}"
+            f"{' MLA' if default['use_mla'] else ''} (no platform_alignment block; null opts out)")
 
 
 def _render_requests(result: dict[str, Any]) -> list[str]:

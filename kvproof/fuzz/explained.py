@@ -190,7 +190,11 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
                 "the Rust twin (docs/rules.md, PF008)", ops=_ABSENCE),
     Explanation("RuntimeMemory", "max_model_len", "another positive context length describes another deployment",
                 ops=_OTHER, when=_positive),
-    Explanation("RuntimeMemory", "gpu_memory_utilization", "another fraction in (0, 1]", ops=("int", "next-float")),
+    Explanation("RuntimeMemory", "gpu_memory_utilization", "another fraction in (0, 1] (PF019) describes another "
+                "deployment: the importer copies the launch's fraction (aisimulate-importer.md 2.6) and compares it with "
+                "the observation's resolved cache_config.gpu_memory_utilization (E20c, O12), which kvproof/record/v1 "
+                "records do not carry, so no rule relates it to records (issue 13 item 7)",
+                ops=("int", "next-float", "number"), when=lambda e, t: type(e.value) in (int, float) and 0 < e.value <= 1),
     Explanation("RuntimeMemory", "enable_prefix_caching", "prefix caching off (or unstated) is a valid setting when "
                 "no Mamba group is in align mode (PF016)",
                 when=lambda e, t: (_at(t, ("resources", "runtime_memory", "mamba_cache_mode")) != "align")),

@@ -10,6 +10,8 @@ whose settings vLLM would refuse to start with, contradicts its groups. The Mamb
 
 from __future__ import annotations
 
+import json
+
 from ..logic import (And, HasKey, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, ValueOf, checking_concretely,
                      gcd, lcm, mod)
 from ..models.codec import ABSENT
@@ -303,12 +305,30 @@ def _ranks(record):
     return (record.dp_rank, getattr(record, "tp_rank", None), getattr(record, "pp_rank", None))
 
 
+def _shown(value) -> str:
+    """An evidence value as its JSON text (``absent`` for a missing key)."""
+    return "absent" if value is ABSENT else json.dumps(value)
+
+
+def _explain_probe_settings(record, probe):
+    """Each setting that differs, with the record's value and the probe's."""
+    mine, theirs = record.prefix_caching, probe.prefix_caching
+    if mine in (ABSENT, None) or theirs in (ABSENT, None):
+        pairs = [("prefix_caching", "present" if mine not in (ABSENT, None) else _shown(mine),
+                  "present" if theirs not in (ABSENT, None) else _shown(theirs))]
+    else:
+        pairs = [(key, _shown(getattr(mine, key)), _shown(getattr(theirs, key))) for key in _EVIDENCE_KEYS
+                 if not SameScalar(getattr(mine, key), getattr(theirs, key))]
+    return {"differences": "; ".join(f"{key} {value} (probe {probe_value})" for key, value, probe_value in pairs)}
+
+
 @rule(
     id="PC008",
-    message="{phase}: runtime prefix-caching settings differ from the accepted probe",
+    message="{phase}: runtime prefix-caching settings differ from the accepted probe: {differences}",
     over=records_and_probe,
     field="prefix_caching",
     after=("PC001",),
+    explain=_explain_probe_settings,
     source="vllm/config/cache.py (prefix caching is a start-up setting; a phase runs the engine the probe measured)",
 )
 def settings_match_probe(record, probe):

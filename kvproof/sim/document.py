@@ -14,6 +14,7 @@ from ..diagnostics import InputError
 from ..models.codec import present
 from ..models.geometry import Geometry, load_geometry
 from .plan import Plan, plan
+from .platform import DEFAULT_PLATFORM, DefaultAlignment
 from .refusals import Refusal
 
 __all__ = ["simulate_document", "simulate_geometry", "plan_to_document", "bad_input_document", "refusal_document"]
@@ -41,8 +42,9 @@ def _tensor(tensor) -> dict[str, Any]:
 
 
 def plan_to_document(result: Plan, with_views: bool | None = None) -> dict[str, Any]:
-    """The JSON of a plan.  ``platform_alignment`` is null unless the geometry asks for the
-    platform's block-size alignment; ``worker_views`` is present when the geometry has ``views``."""
+    """The JSON of a plan.  ``platform_alignment`` is null when no alignment ran (the geometry's
+    ``"platform_alignment": null``, or no attention layer); its ``default`` states what was assumed
+    when the geometry has no block.  ``worker_views`` is present when the geometry has ``views``."""
     settings = result.settings
     alignment = None
     if result.platform_alignment is not None:
@@ -51,6 +53,8 @@ def plan_to_document(result: Plan, with_views: bool | None = None) -> dict[str, 
             "mamba_block_size": result.platform_alignment.mamba_block_size,
             "mamba_page_size_padded": result.platform_alignment.mamba_page_size_padded,
         }
+        if result.default_platform_alignment is not None:
+            alignment["default"] = default_alignment_json(result.default_platform_alignment)
     doc: dict[str, Any] = {
         "status": "ok",
         "groups": [_group(group) for group in result.groups],
@@ -90,6 +94,25 @@ def plan_to_document(result: Plan, with_views: bool | None = None) -> dict[str, 
     if with_views if with_views is not None else result.has_views:
         doc["worker_views"] = [view.to_json() for view in result.views]
     return doc
+
+
+def default_alignment_json(default: DefaultAlignment) -> dict[str, Any]:
+    """What a geometry without ``platform_alignment`` was planned with (:data:`DEFAULT_PLATFORM`)."""
+    config = default.config
+    return {
+        "platform": DEFAULT_PLATFORM,
+        "backend": default.backend.name,
+        "backend_kernel_block_sizes": [
+            {"MultipleOf": size.base} if hasattr(size, "base") else size for size in config.backend_kernel_block_sizes
+        ],
+        "from_layer": default.layer,
+        "num_kv_heads": config.num_kv_heads,
+        "head_size": config.head_size,
+        "model_dtype": config.model_dtype,
+        "cache_dtype": config.cache_dtype,
+        "use_mla": config.use_mla,
+        "mamba_prefill_checkpoint_alignment": config.mamba_prefill_checkpoint_alignment,
+    }
 
 
 def refusal_document(refusal: Refusal) -> dict[str, Any]:

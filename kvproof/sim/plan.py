@@ -24,7 +24,7 @@ from functools import reduce
 
 import attrs
 
-from ..models.geometry import Geometry, canonical_dtype, expand_layers, present
+from ..models.geometry import ABSENT, Geometry, PlatformAlignment, canonical_dtype, expand_layers, present
 from . import concurrency as conc
 from .block_sizes import (
     engine_cache_block_size,
@@ -34,7 +34,14 @@ from .block_sizes import (
 from .grouping import KVCacheGroupSpec, get_global_kv_cache_groups, per_layer_spec
 from .layout import DEFAULT_LAYOUT_PREFERENCE, get_supported_kv_cache_layouts, layout_from_name, resolve_kv_cache_layout
 from .memory_check import auto_fit_max_model_len, check_enough_kv_cache_memory
-from .platform import AlignmentResult, align_hybrid_block_size, check_aligned_block_size, preferred_block_size
+from .platform import (
+    AlignmentResult,
+    DefaultAlignment,
+    align_hybrid_block_size,
+    check_aligned_block_size,
+    default_platform_alignment,
+    preferred_block_size,
+)
 from .pool import KVCacheConfig, KVCacheTensor, get_kv_cache_bytes_per_block, get_kv_cache_config_from_groups, \
     project_groups_to_worker
 from .refusals import VllmAssertionError, VllmError, VllmTypeError, VllmValueError, as_refusal
@@ -121,12 +128,14 @@ class Plan:
     scheduler_block_size: int
     hash_block_size: int
     cache_hit_alignment_tokens: int
-    platform_alignment: AlignmentResult | None
+    platform_alignment: AlignmentResult | None  # None: no alignment ran
     max_model_len: int  # after auto-fit
     warnings: list[str]
     views: list = attrs.field(factory=list)  # ViewPlan per attention group of worker 0
     has_views: bool = False  # the geometry asked for views
     kv_cache_config: KVCacheConfig | None = None  # worker 0
+    # what was assumed when the geometry has no platform_alignment block (DEFAULT_PLATFORM)
+    default_platform_alignment: DefaultAlignment | None = None
 
 
 def spec_kind(spec: KVCacheSpec) -> str:
@@ -181,12 +190,28 @@ def kv_cache_groups_tp_replicas(groups: list[KVCacheGroupSpec], tp: int, dcp: in
     return reduce(math.gcd, (_layer_tp_replicas(s, tp, dcp) for s in specs), tp)
 
 
-def _platform_alignment(geometry: Geometry, layers, settings: EngineSettings) -> tuple[EngineSettings, AlignmentResult | None]:
-    """``Platform.update_block_size_for_backend`` (platforms/interface.py:749-794), run when the
-    geometry describes the attention backends (``platform_alignment``)."""
-    if not present(geometry.platform_alignment):
-        return settings, None
-    config = geometry.platform_alignment
+def _platform_alignment(
+    geometry: Geometry, layers, settings: EngineSettings
+) -> tuple[EngineSettings, AlignmentResult | None, DefaultAlignment | None]:
+    """``Platform.update_block_size_for_backend`` (platforms/interface.py:749-794), which vLLM runs
+    on every GPU start-up: with the backends the geometry describes (``platform_alignment``), with
+    those of :data:`DEFAULT_PLATFORM` when the block is absent, not at all for ``null``."""
+    if geometry.platform_alignment is None:  # the geometry opts out
+        return settings, None, None
+    default = None
+    if geometry.platform_alignment is ABSENT:
+        default = default_platform_alignment(layers)
+        if default is None:  # no attention layer: vLLM finds no backend and aligns nothing
+            return settings, None, None
+        config = default.config
+    else:
+        config = geometry.platform_alignment
+    settings, result = _run_alignment(geometry, layers, settings, config)
+    return settings, result, default
+
+
+def _run_alignment(geometry: Geometry, layers, settings: EngineSettings,
+                   config: PlatformAlignment) -> tuple[EngineSettings, AlignmentResult]:
     unchanged = AlignmentResult(settings.block_size, settings.mamba_block_size, settings.mamba_page_size_padded, 0, 0, 0)
     # _find_non_ssm_backends: a model without attention layers has none -> nothing happens.
     if not any(layer.entry.spec != "MambaSpec" for layer in layers):
@@ -325,7 +350,7 @@ def plan(geometry: Geometry) -> Plan:
 def _plan(geometry: Geometry) -> Plan:
     layers = expand_layers(geometry)
     settings = resolve_settings(geometry, layers)
-    settings, alignment = _platform_alignment(geometry, layers, settings)
+    settings, alignment, default_alignment = _platform_alignment(geometry, layers, settings)
 
     specs = {layer.name: build_layer_spec(layer, settings) for layer in layers}
     order = list(specs)
@@ -494,6 +519,7 @@ def _plan(geometry: Geometry) -> Plan:
         hash_block_size=hash_bs,
         cache_hit_alignment_tokens=alignment_tokens,
         platform_alignment=alignment,
+        default_platform_alignment=default_alignment,
         max_model_len=settings.max_model_len,
         warnings=grouping.warnings,
         kv_cache_config=configs[0],

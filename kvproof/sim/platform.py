@@ -6,6 +6,11 @@ hybrid (attention + Mamba) model.  Phase 1 (picking a block size every backend a
 run: a geometry's ``block_size`` is the user's ``--block-size``.  The backends' ``customize_spec``
 is taken as the identity; TurboQuant/UltraQuant packed pages and the KV-dtype skip layers
 (phase 3) are not modelled.
+
+A geometry without a ``platform_alignment`` block is planned on :data:`DEFAULT_PLATFORM` (vLLM
+always runs the alignment on a GPU): :func:`default_platform_alignment` picks the attention
+backend vLLM selects there and derives the model's attention shape from the layers; an explicit
+``"platform_alignment": null`` opts out.
 """
 
 from __future__ import annotations
@@ -13,15 +18,17 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from ..logic import cdiv
-from ..models.geometry import MultipleOf, PlatformAlignment, canonical_dtype, present
+from ..models.geometry import ExpandedLayer, MultipleOf, PlatformAlignment, canonical_dtype, dtype_size, present
 from .refusals import VllmAssertionError, VllmValueError
 from .specs import FullAttentionSpec, MLAAttentionSpec
 
 __all__ = [
     "AlignmentResult", "align_hybrid_block_size", "supports_block_size", "kernel_base", "backend_list",
-    "preferred_block_size", "check_aligned_block_size", "DEFAULT_BLOCK_SIZE",
+    "preferred_block_size", "check_aligned_block_size", "DEFAULT_BLOCK_SIZE", "DEFAULT_PLATFORM",
+    "DefaultBackend", "DefaultAlignment", "default_platform_alignment", "select_default_backend",
 ]
 
 #: ``CacheConfig.DEFAULT_BLOCK_SIZE`` (config/cache.py:185).
@@ -147,3 +154,128 @@ def check_aligned_block_size(config: PlatformAlignment, block_size: int, pre_blo
             f"attention backend(s): {', '.join(rejecting)}.",
             "vllm/platforms/interface.py:816-823",
         )
+
+
+# --------------------------------------------------------------------------------------------
+# The default platform (a geometry without ``platform_alignment``)
+
+#: What a geometry without ``platform_alignment`` is planned on: a CUDA GPU of compute capability
+#: 9.0 (H100/H200) with vLLM's own attention-backend selection and FlashAttention 3 (the
+#: vllm_flash_attn default on SM90, v1/attention/backends/fa_utils.py:98-101).
+DEFAULT_PLATFORM = "cuda, compute capability 9.0 (FlashAttention 3)"
+
+
+@dataclass(frozen=True)
+class DefaultBackend:
+    """One attention backend of vLLM's SM90 priority list, with the class-level checks
+    ``AttentionBackend.validate_configuration`` makes (v1/attention/backend.py:279-330)."""
+
+    name: str
+    use_mla: bool
+    dtypes: tuple[str, ...]
+    kv_cache_dtypes: tuple[str, ...]
+    head_size_ok: Callable[[int], bool]
+    kernel_block_sizes: tuple
+    source: str
+
+    def accepts(self, use_mla: bool, dtype: str, cache_dtype: str, head_size: int) -> bool:
+        return (self.use_mla == use_mla and dtype in self.dtypes and cache_dtype in self.kv_cache_dtypes
+                and self.head_size_ok(head_size))
+
+
+_MLA_HEADS = (320, 512, 576)  # MLACommonBackend.get_supported_head_sizes (layers/attention/mla_attention.py:1623-1624)
+#: ``_get_backend_priorities`` for SM90 (platforms/cuda.py:170-181 without MLA, 143-154 with MLA;
+#: FLASHINFER_MLA is SM100 only, mla/flashinfer_mla.py:220-221; TURBOQUANT and the sparse MLA
+#: backends need a TurboQuant cache dtype or a sparse model, which a geometry does not describe).
+SM90_BACKENDS: tuple[DefaultBackend, ...] = (
+    DefaultBackend("FLASH_ATTN", False, ("float16", "bfloat16"), ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3"),
+                   lambda h: h % 8 == 0 and h <= 256, (MultipleOf(16),),
+                   "v1/attention/backends/flash_attn.py:289-296,357-367,425-435"),
+    DefaultBackend("FLASHINFER", False, ("float16", "bfloat16"),
+                   ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"),
+                   lambda h: h in (64, 128, 256, 512), (16, 32, 64),
+                   "v1/attention/backends/flashinfer.py:572-604,691-693"),
+    DefaultBackend("TRITON_ATTN", False, ("float16", "bfloat16", "float32"),
+                   ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"), lambda h: h >= 32,
+                   (MultipleOf(16),), "v1/attention/backends/triton_attn.py:321-340,379-380"),
+    DefaultBackend("FLEX_ATTENTION", False, ("float16", "bfloat16", "float32"), ("auto", "float16", "bfloat16"),
+                   lambda h: True, (MultipleOf(16),), "v1/attention/backends/flex_attention.py:91-100,149-154"),
+    DefaultBackend("FLASH_ATTN_MLA", True, ("float16", "bfloat16"), ("auto", "float16", "bfloat16"),
+                   lambda h: h in _MLA_HEADS, (MultipleOf(16),), "v1/attention/backends/mla/flashattn_mla.py:41-50"),
+    DefaultBackend("FLASHMLA", True, ("float16", "bfloat16"), ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3"),
+                   lambda h: h in _MLA_HEADS, (64,), "v1/attention/backends/mla/flashmla.py:47-58"),
+    DefaultBackend("TRITON_MLA", True, ("float16", "bfloat16"), ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3"),
+                   lambda h: True, (MultipleOf(16),), "v1/attention/backends/mla/triton_mla.py:100-115"),
+)
+
+#: Layer specs that stand for the model's attention (``ModelConfig.get_head_size`` and
+#: ``get_num_kv_heads``): not a ring buffer, a hidden-state cache or an indexer/sparse side cache.
+_MODEL_ATTENTION_SPECS = (
+    "FullAttentionSpec", "MLAAttentionSpec", "RSWASpec", "SinkFullAttentionSpec", "ChunkedLocalAttentionSpec",
+    "SlidingWindowSpec", "SlidingWindowMLASpec", "EncoderOnlyAttentionSpec", "CrossAttentionSpec",
+)
+_MLA_SPECS = ("MLAAttentionSpec", "SlidingWindowMLASpec")
+
+
+@dataclass(frozen=True)
+class DefaultAlignment:
+    """The alignment inputs assumed for a geometry without ``platform_alignment``."""
+
+    config: PlatformAlignment
+    backend: DefaultBackend
+    layer: str  # the layer the model's attention shape was read from
+
+
+def _model_attention_layer(layers: list[ExpandedLayer]) -> ExpandedLayer | None:
+    attention = [layer for layer in layers if layer.entry.spec != "MambaSpec"]
+    for layer in attention:
+        if layer.entry.spec in _MODEL_ATTENTION_SPECS and not present(layer.entry.cache_role) and (
+                layer.entry.is_draft is not True):
+            return layer
+    return attention[0] if attention else None
+
+
+def select_default_backend(use_mla: bool, model_dtype: str, cache_dtype: str, head_size: int) -> DefaultBackend:
+    """The first backend of vLLM's SM90 priority list that accepts the model
+    (``CudaPlatformBase.get_attn_backend_cls``, platforms/cuda.py:453-485)."""
+    for backend in SM90_BACKENDS:
+        if backend.accepts(use_mla, model_dtype, cache_dtype, head_size):
+            return backend
+    raise VllmValueError(
+        f"No valid attention backend found for cuda with head_size={head_size}, dtype=torch.{model_dtype}, "
+        f"kv_cache_dtype={cache_dtype}, use_mla={use_mla} (default platform: {DEFAULT_PLATFORM}).",
+        "vllm/platforms/cuda.py:471-475",
+    )
+
+
+def default_platform_alignment(layers: list[ExpandedLayer]) -> DefaultAlignment | None:
+    """The ``platform_alignment`` of :data:`DEFAULT_PLATFORM` for these layers; None for a model
+    without attention layers (``_find_non_ssm_backends`` finds none, interface.py:765-767).
+
+    The model's attention shape is the first model-attention layer's (registration order): its
+    ``num_kv_heads``, ``head_size`` and dtype; a one-byte dtype is an fp8 KV cache
+    (``cache_dtype "fp8"``) of a bfloat16 model.  The Mamba prefill checkpoint alignment is the
+    LCM of the Mamba layers' ``prefill_checkpoint_alignment``, None unless every layer gives one
+    (``get_mamba_prefill_checkpoint_alignment``, model_executor/layers/mamba/abstract.py:98-113)."""
+    layer = _model_attention_layer(layers)
+    if layer is None:
+        return None
+    entry = layer.entry
+    dtype = canonical_dtype(entry.dtype)
+    model_dtype, cache_dtype = (dtype, "auto") if dtype_size(dtype) > 1 else ("bfloat16", "fp8")
+    use_mla = entry.spec in _MLA_SPECS
+    backend = select_default_backend(use_mla, model_dtype, cache_dtype, entry.head_size)
+    checkpoint = 1
+    for mamba in (layer for layer in layers if layer.entry.spec == "MambaSpec"):
+        value = mamba.entry.prefill_checkpoint_alignment
+        if not present(value):
+            checkpoint = None
+            break
+        checkpoint = math.lcm(checkpoint, value)
+    config = PlatformAlignment(
+        num_kv_heads=entry.num_kv_heads, head_size=entry.head_size, backend_kernel_block_sizes=list(
+            backend.kernel_block_sizes),
+        model_dtype=model_dtype, use_mla=use_mla, cache_dtype=cache_dtype,
+        mamba_prefill_checkpoint_alignment=checkpoint, backend_names=[backend.name],
+    )
+    return DefaultAlignment(config, backend, layer.name)

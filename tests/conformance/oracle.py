@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import math
 import os
 import re
 import sys
@@ -58,6 +59,7 @@ with contextlib.redirect_stdout(sys.stderr):
     import torch
 
     from vllm.config import CacheConfig, VllmConfig
+    from vllm.config.vllm import set_current_vllm_config
     from vllm.config.speculative import EagleModelTypes, NgramGPUTypes, SpeculativeConfig
     from vllm.model_executor.layers.mamba.abstract import MambaBase
     from vllm.model_executor.models import ModelRegistry
@@ -503,6 +505,8 @@ def parse_geometry(doc: Any) -> dict:
             "cache_dtype": _cache_dtype(pa.get("cache_dtype", "auto"), "$.platform_alignment.cache_dtype"),
             "backend_names": _names(pa.get("backend_names", []), "$.platform_alignment.backend_names"),
         }
+    if "platform_alignment" not in doc:  # vLLM aligns on every GPU: the default platform's backend
+        pa = _default_platform_alignment(g["layers"])
     g["platform_alignment"] = pa
 
     views = doc.get("views")
@@ -526,6 +530,111 @@ def parse_geometry(doc: Any) -> dict:
     # "simulate" (one request through the managers) is accepted and not driven by this oracle.
     g["simulate"] = doc.get("simulate")
     return g
+
+
+# ---------------------------------------------------------------------------------------------------
+# The default platform of a geometry without platform_alignment (docs/simulator.md)
+# ---------------------------------------------------------------------------------------------------
+
+#: The GPU a geometry without ``platform_alignment`` is planned on (kvproof's DEFAULT_PLATFORM).
+DEFAULT_PLATFORM = "cuda, compute capability 9.0 (FlashAttention 3)"
+#: Layer specs that stand for the model's attention (ModelConfig.get_head_size/get_num_kv_heads).
+MODEL_ATTENTION_SPECS = (
+    "FullAttentionSpec", "MLAAttentionSpec", "RSWASpec", "SinkFullAttentionSpec", "ChunkedLocalAttentionSpec",
+    "SlidingWindowSpec", "SlidingWindowMLASpec", "EncoderOnlyAttentionSpec", "CrossAttentionSpec",
+)
+
+
+def _default_platform_alignment(layers: list[dict]) -> dict | None:
+    """The model config the default platform's alignment reads: the first model-attention layer's
+    heads, head size and dtype (a one-byte dtype is an fp8 cache of a bfloat16 model), and the LCM
+    of the Mamba layers' prefill checkpoint alignments (mamba/abstract.py:98-113)."""
+    attention = [l for l in layers if not issubclass(l["cls"], MambaSpec)]
+    model = next((l for l in attention if l["cls"].__name__ in MODEL_ATTENTION_SPECS
+                  and l["fields"].get("cache_role") is None and l["fields"].get("is_draft") is not True),
+                 attention[0] if attention else None)
+    if model is None:
+        return None  # _find_non_ssm_backends finds nothing: vLLM aligns nothing
+    dtype = model["fields"]["dtype"]
+    one_byte = torch.empty((), dtype=dtype).element_size() == 1
+    checkpoint = 1
+    for l in layers:
+        if issubclass(l["cls"], MambaSpec):
+            value = l["fields"].get("prefill_checkpoint_alignment")
+            if value is None:
+                checkpoint = None
+                break
+            checkpoint = math.lcm(checkpoint, value)
+    return {
+        "use_mla": model["cls"].__name__ in ("MLAAttentionSpec", "SlidingWindowMLASpec"),
+        "num_kv_heads": model["fields"]["num_kv_heads"],
+        "head_size": model["fields"]["head_size"],
+        "model_dtype": torch.bfloat16 if one_byte else dtype,
+        "cache_dtype": "fp8" if one_byte else "auto",
+        "mamba_prefill_checkpoint_alignment": checkpoint,
+        "default_from_layer": model["name"],
+    }
+
+
+def _cuda_only_stand_ins() -> dict[str, type]:
+    """The SM90 backends whose modules import CUDA kernels at import time, declared with the values
+    of their vLLM source (documented in docs/conformance.md)."""
+    from vllm.model_executor.layers.attention.mla_attention import MLACommonBackend
+    from vllm.platforms.interface import DeviceCapability
+
+    class FlashAttnMLAStandIn(MLACommonBackend):  # v1/attention/backends/mla/flashattn_mla.py:40-70
+        supported_dtypes = [torch.float16, torch.bfloat16]
+        supported_kv_cache_dtypes = ["auto", "float16", "bfloat16"]
+        get_supported_kernel_block_sizes = staticmethod(lambda kv_cache_spec=None: [MultipleOf(16)])
+        get_name = staticmethod(lambda: "FLASH_ATTN_MLA")
+        supports_compute_capability = classmethod(lambda cls, cap: cap.major == 9)
+
+    class FlashInferStandIn(AttentionBackend):  # v1/attention/backends/flashinfer.py:572-704 (not SM100)
+        supported_dtypes = [torch.float16, torch.bfloat16]
+        supported_kv_cache_dtypes = ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"]
+        get_supported_kernel_block_sizes = staticmethod(lambda kv_cache_spec=None: [16, 32, 64])
+        get_name = staticmethod(lambda: "FLASHINFER")
+        get_supported_head_sizes = classmethod(lambda cls: [64, 128, 256, 512])
+        supports_compute_capability = classmethod(
+            lambda cls, cap: DeviceCapability(8, 0) <= cap <= DeviceCapability(12, 1))
+
+    class FlashInferMLAStandIn(MLACommonBackend):  # mla/flashinfer_mla.py:194-221: SM100 only
+        get_name = staticmethod(lambda: "FLASHINFER_MLA")
+        supports_compute_capability = classmethod(lambda cls, cap: cap.major == 10)
+
+    return {"FLASH_ATTN_MLA": FlashAttnMLAStandIn, "FLASHINFER": FlashInferStandIn,
+            "FLASHINFER_MLA": FlashInferMLAStandIn}
+
+
+def _select_default_backend(pa: dict) -> type:
+    """vLLM's own SM90 priority list (platforms/cuda.py:84-181, imported without its CUDA custom ops)
+    and, per backend, the class checks of validate_configuration (v1/attention/backend.py:301-331);
+    supports_combination's device probes are taken as passing on an SM90 GPU with FlashAttention 3."""
+    sys.modules.setdefault("vllm._C_stable_libtorch", types.ModuleType("vllm._C_stable_libtorch"))
+    from vllm.platforms.cuda import _get_backend_priorities
+    from vllm.platforms.interface import DeviceCapability
+
+    cap = DeviceCapability(9, 0)
+    stand_ins = _cuda_only_stand_ins()
+    kv = pa["cache_dtype"]
+    for enum in _get_backend_priorities(pa["use_mla"], cap, kv_cache_dtype=kv, head_size=pa["head_size"]):
+        try:
+            cls = enum.get_class()
+        except ImportError:
+            cls = stand_ins.get(enum.name)
+            if cls is None:
+                continue
+        if (cls.is_mla() == pa["use_mla"] and not cls.is_sparse() and cls.supports_dtype(pa["model_dtype"])
+                and (not cls.supported_kv_cache_dtypes or kv in cls.supported_kv_cache_dtypes)
+                and cls.supports_head_size(pa["head_size"]) and cls.supports_compute_capability(cap)):
+            return cls
+    raise Refused(ValueError(
+        f"No valid attention backend found for cuda with head_size={pa['head_size']}, dtype={pa['model_dtype']}, "
+        f"kv_cache_dtype={kv}, use_mla={pa['use_mla']} (default platform: {DEFAULT_PLATFORM})."), "platform_alignment")
+
+
+def _kernel_sizes_json(sizes: list) -> list:
+    return [{"MultipleOf": s.base} if isinstance(s, MultipleOf) else s for s in sizes]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -869,10 +978,23 @@ def plan(g: dict) -> dict:
     # Platform.update_block_size_for_backend (platforms/interface.py:749-794): phase 1 when the
     # geometry gives no block_size, the hybrid alignment (940-1137), the final backend check.
     platform_alignment_out = None
+    default_out = None
     if pa is not None:
         backends = []
         has_attention = any(issubclass(l["cls"], kvi.AttentionSpec) for l in layers)
-        if has_attention:
+        if "default_from_layer" in pa:  # no platform_alignment block: the default platform's backend
+            backend = _select_default_backend(pa)
+            backends = [backend]
+            with set_current_vllm_config(vllm_config):
+                sizes = backend.get_supported_kernel_block_sizes()
+            default_out = {
+                "platform": DEFAULT_PLATFORM, "backend": backend.get_name(),
+                "backend_kernel_block_sizes": _kernel_sizes_json(sizes), "from_layer": pa["default_from_layer"],
+                "num_kv_heads": pa["num_kv_heads"], "head_size": pa["head_size"],
+                "model_dtype": str(pa["model_dtype"]).removeprefix("torch."), "cache_dtype": pa["cache_dtype"],
+                "use_mla": pa["use_mla"], "mamba_prefill_checkpoint_alignment": pa["mamba_prefill_checkpoint_alignment"],
+            }
+        elif has_attention:
             declared = [pa["backend_kernel_block_sizes"], *pa["other_backend_kernel_block_sizes"]]
             names = pa["backend_names"] + [
                 f"geometry_backend_{i}" for i in range(len(pa["backend_names"]), len(declared))]
@@ -887,6 +1009,8 @@ def plan(g: dict) -> dict:
             "mamba_block_size": cc.mamba_block_size,
             "mamba_page_size_padded": cc.mamba_page_size_padded,
         }
+        if default_out is not None:
+            platform_alignment_out["default"] = default_out
 
     # Worker get_kv_cache_spec (v1/worker/gpu_model_runner.py:7081-7118): one spec per layer, in
     # registration order. Attention specs take cache_config.block_size unless the layer states one.

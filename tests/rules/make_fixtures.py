@@ -518,8 +518,16 @@ def set_cases():
         ("PC008", "probe_ran_without_prefix_caching", {"worker.json": (worker, decode), "scheduler.json": (scheduler, decode)},
          {"worker.json": (worker, [(["prefix_caching", "enable_prefix_caching"], False)]),
           "scheduler.json": (scheduler, [(["prefix_caching", "enable_prefix_caching"], False)])},
-         [("scheduler.json", "PC008", "$.prefix_caching", "decode: runtime prefix-caching settings differ from the accepted probe"),
-          ("worker.json", "PC008", "$.prefix_caching", "decode: runtime prefix-caching settings differ from the accepted probe")]),
+         [("scheduler.json", "PC008", "$.prefix_caching", "decode: runtime prefix-caching settings differ from the "
+           "accepted probe: enable_prefix_caching true (probe false)"),
+          ("worker.json", "PC008", "$.prefix_caching", "decode: runtime prefix-caching settings differ from the "
+           "accepted probe: enable_prefix_caching true (probe false)")]),
+        # Every differing setting is named with both values (issue 13 item 10).
+        ("PC008", "probe_hash_block_and_unit_differ", {"worker.json": (worker, decode), "scheduler.json": (scheduler, decode)},
+         {"worker.json": (worker, [(["prefix_caching", "hash_block_size"], 8), (["prefix_caching", "prefix_match_unit"], 8)]),
+          "scheduler.json": (scheduler, [])},
+         [("worker.json", "PC008", "$.prefix_caching", "decode: runtime prefix-caching settings differ from the "
+           "accepted probe: hash_block_size 16 (probe 8); prefix_match_unit null (probe 8)")]),
         ("PC009", "probe_page_differs", {"worker.json": (worker, decode), "scheduler.json": (scheduler, decode)},
          {"worker.json": (worker, [(["cache", "groups", 0, "page_size_bytes"], 32768)]), "scheduler.json": (scheduler, [])},
          [("worker.json", "PC009", "$.cache.groups", "decode: runtime cache group geometry differs from the accepted probe")]),

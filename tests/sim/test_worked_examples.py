@@ -198,7 +198,7 @@ def test_hidden_state_layer_joins_a_uniform_model() -> None:
 def test_packed_mamba_without_platform_alignment(example) -> None:
     # B.1c [oracle]: ex.05 without platform alignment, forced BLHNC -> 29 one-layer Mamba groups + 1 attention group
     doc = example("bamba-like-align.json")
-    doc.pop("platform_alignment")
+    doc["platform_alignment"] = None  # opt out of the (default) platform alignment
     doc["kv_cache_layout"] = "BLHNC"
     result = plan(load_geometry(doc))
     sizes = [len(g.layer_names) for g in result.groups]
