@@ -28,6 +28,7 @@ __all__ = [
     "REPLAYSSM_ARCHITECTURES", "NATIVE_MTP_METHODS", "EAGLE_METHODS", "AXES", "Refusal", "REFUSALS",
     "Row", "ROWS", "ATOMS", "matches", "in_domain", "decide", "state_backend", "DictView", "rows_of",
     "VALIDATOR", "NUMBERS", "architecture_class", "speculative_class", "refusal_text", "refusal_names",
+    "markdown_rows",
 ]
 
 VALIDATOR = "vllm/config/vllm.py:3454-3553 (VllmConfig.validate_mamba_cached_kernel)"
@@ -353,3 +354,14 @@ def refusal_text(rule_id: str, architecture: str | None, num_speculative_tokens:
 def refusal_names(architecture: str | None, num_speculative_tokens: int, replayssm_buffer_len: int) -> dict[str, str]:
     return {"architecture": repr(architecture), "query_len": str(1 + num_speculative_tokens),
             "buffer_len": str(replayssm_buffer_len)}
+
+
+def markdown_rows(revision: str) -> list[str]:
+    """The rows of a revision as a Markdown table (docs/state-storage.md holds it; a test compares)."""
+    out = ["| # | row | conditions | verdict |", "|---|---|---|---|"]
+    for number, row in enumerate((r for r in ROWS if r.revision == revision), 1):
+        parts = [f"{axis} {'/'.join(str(v) for v in values)}" for axis, values in row.when.items()]
+        parts += [atom.replace("!", "not ") for atom in row.atoms]
+        verdict = f"{row.rule} ({REFUSALS[row.rule].source})" if row.rule else f"supported ({row.source})"
+        out.append(f"| {number} | {row.name} | {'; '.join(parts)} | {verdict} |")
+    return out
