@@ -153,8 +153,11 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")
 @click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Processes [default: KVPROOF_JOBS or 1].")
+@click.option("--table", is_flag=True,
+              help="Prove the state support table instead: every row reachable, rows disjoint, the table total.")
 def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
-          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int | None) -> None:
+          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int | None,
+          table: bool) -> None:
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
     Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
@@ -163,8 +166,10 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
         if problems:
             click.echo("\n".join(problems))
             sys.exit(EXIT_BAD_INPUT)
-    from .commands.prove import run
+    from .commands.prove import run, run_table
 
+    if table:
+        sys.exit(run_table(timeout, fmt))
     sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples, jobs))
 
 

@@ -84,6 +84,31 @@ def run(
     return EXIT_OK
 
 
+def run_table(timeout: float = 10.0, fmt: str = "text") -> int:
+    """``kvproof prove --table``: the state support table (kvproof/solver/state_support.py)."""
+    import json
+
+    from ..solver.state_support import prove_table
+
+    result = prove_table(int(timeout * 1000))
+    if fmt == "json":
+        sys.stdout.write(json.dumps({
+            "rows": [{"revision": r.row.revision, "row": r.row.name, "rule": r.row.rule, "verdict": r.verdict,
+                      "witness": r.witness} for r in result.rows],
+            "overlaps": [{"rows": [a, b], "witness": w} for a, b, w in result.overlaps],
+            "totality": result.totality, "proved": result.proved}, indent=2) + "\n")
+    else:
+        sys.stdout.write("\n".join(result.lines()) + "\n")
+        reachable = sum(r.verdict == "reachable" for r in result.rows)
+        sys.stdout.write(f"{len(result.rows)} row(s): {reachable} reachable, {len(result.overlaps)} overlap(s), "
+                         + ", ".join(f"{rev[:12]} {'total' if v == 'total' else 'not total'}"
+                                     for rev, v in result.totality.items()) + "\n")
+    if result.proved:
+        return EXIT_OK
+    undecided = any(r.verdict == "unknown" for r in result.rows) or "unknown" in result.totality.values()
+    return EXIT_UNKNOWN if undecided and not result.overlaps else EXIT_CONTRARY
+
+
 def _jobs_from_env() -> int:
     import os
 

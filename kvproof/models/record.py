@@ -63,6 +63,21 @@ class ResolvedConfig:
     decode_context_parallel_size: int | None = ABSENT
     num_gpu_blocks_override: int | None = ABSENT
     prefix_cache_retention_interval: int | None = ABSENT
+    # The state settings the SS rules judge (kvproof/sim/state_support.py; absent keys take
+    # vLLM's defaults there): the vLLM revision of the support table (absent: 0.33.0),
+    # ``model_config.architecture``, ``cache_config.use_replayssm`` and ``replayssm_buffer_len``,
+    # ``mamba_config.backend`` (the MambaBackendEnum value) and ``enable_stochastic_rounding``,
+    # ``VllmConfig.use_v2_model_runner``, ``speculative_config.method``,
+    # ``kv_transfer_config.is_kv_transfer_instance``.
+    vllm_revision: str | None = ABSENT
+    architecture: str | None = ABSENT
+    use_replayssm: bool | None = ABSENT
+    mamba_backend: str | None = ABSENT
+    replayssm_buffer_len: int | None = ABSENT
+    use_v2_model_runner: bool | None = ABSENT
+    speculative_method: str | None = ABSENT
+    is_kv_transfer_instance: bool | None = ABSENT
+    mamba_stochastic_rounding: bool | None = ABSENT
 
 
 @attrs.define

@@ -32,6 +32,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "CK": ("checkpoint_counts", "checkpoint counts"),
     "PC": ("prefix_caching", "prefix caching and block sizes"),
     "PF": ("profile_fields", "profile fields"),
+    "SS": ("state_support", "ReplaySSM / RecoverSSM state support"),
 }
 
 DocumentKind = Literal["profile", "worker", "scheduler", "bundle"]

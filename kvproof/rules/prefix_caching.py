@@ -15,6 +15,7 @@ import json
 from ..logic import (And, HasKey, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, ValueOf, checking_concretely,
                      gcd, lcm, mod)
 from ..models.codec import ABSENT
+from ..sim.state_support import REVISION_PR_55688
 from .core import Instance, binding, child, rule
 from .startup_concurrency import scheduler_name
 
@@ -60,17 +61,27 @@ def mamba_modes(record):
             yield Instance(f"{where}.mamba_cache_mode", (spec.mamba_cache_mode,))
 
 
+@binding("worker", "scheduler")
+def mamba_modes_of_revision(record):
+    """Every Mamba cache mode a record states, with the vLLM revision it names (SS001)."""
+    revision = record.resolved_config.vllm_revision
+    for instance in mamba_modes(record):
+        yield Instance(instance.subject, (*instance.args, revision))
+
+
 @rule(
     id="PC002",
     message="mamba cache mode must be 'none' or 'align' (vLLM 0.33.0 has no other mode)",
-    over=mamba_modes,
+    over=mamba_modes_of_revision,
     source="vllm/config/cache.py:176 (MambaCacheMode = Literal['align', 'none'])",
 )
-def mamba_mode_known(mode):
-    """``CacheConfig(mamba_cache_mode="all")`` fails vLLM 0.33.0's validation."""
+def mamba_mode_known(mode, revision):
+    """``CacheConfig(mamba_cache_mode="all")`` fails vLLM 0.33.0's validation; a record of seed
+    004's revision (vLLM PR #55688, ``kvproof/sim/state_support.py``) may state ``all``."""
+    pr = And(Present(revision), revision == REVISION_PR_55688)
     if checking_concretely():
-        return not Present(mode) or mode in ("none", "align")
-    return Implies(Present(mode), Or(mode == "none", mode == "align"))
+        return not Present(mode) or mode in ("none", "align") or (mode == "all" and pr)
+    return Implies(Present(mode), Or(mode == "none", mode == "align", And(mode == "all", pr)))
 
 
 @binding("worker", "scheduler")

@@ -13,6 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
+from state_support_fixtures import state_support_cases
+
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"
 GLM_PROFILE = EXAMPLES / "glm53flash-tp4" / "profile.json"
@@ -150,6 +152,7 @@ def cases():
          + layer_edits("num_prefill_checkpoint_blocks", 0) + layer_edits("prefill_checkpoint_alignment", None), []),
     ]
     yield from record_cases()
+    yield from state_support_cases()
 
 
 def _edited(base, edits):
