@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import click
 
 from .output import OutputError
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 
 FORMATS = ["text", "json", "sarif", "junit"]
 
@@ -49,9 +51,10 @@ def _solver_interrupts() -> None:
     unknown and Python never sees the signal, so ``prove`` went on and exited 0. With ``ctrl_c``
     off the signal reaches Python's handler, which writes it to a wakeup pipe at once; a thread
     reading that pipe interrupts the running z3 call (``Context.interrupt`` is thread-safe), and
-    the ``KeyboardInterrupt`` Python raises when the call returns ends the command."""
+    the ``KeyboardInterrupt`` Python raises when the call returns ends the command. An interrupt
+    can also land in z3 outside a check (``push canceled``) or in a destructor, where Python only
+    prints it: both still end the command with 130 (``_SIGINT``, ``_unraisable``)."""
     import signal
-    import threading
 
     import z3
 
@@ -71,9 +74,24 @@ def _solver_interrupts() -> None:
             if not data:
                 return
             if signal.SIGINT in data:
+                _SIGINT.set()
                 z3.main_ctx().interrupt()
 
     threading.Thread(target=watch, name="kvproof-sigint", daemon=True).start()
+    previous = sys.unraisablehook
+
+    def _unraisable(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):  # swallowed in a __del__: raise it again
+            signal.raise_signal(signal.SIGINT)
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = _unraisable
+
+
+#: Set once SIGINT arrived during a solver command: whatever the command raises then (z3's
+#: ``canceled``), it ends with 130.
+_SIGINT = threading.Event()
 
 
 def _examples_problems(examples: str) -> list[str]:
@@ -302,6 +320,14 @@ class _PipeTolerant:
 
 
 def _dispatch(argv: list[str] | None) -> int:
+    code = _run_command(argv)
+    if code == EXIT_INTERRUPTED or _SIGINT.is_set():
+        click.echo("kvproof: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _run_command(argv: list[str] | None) -> int:
     try:
         cli.main(args=argv, prog_name="kvproof", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -311,13 +337,13 @@ def _dispatch(argv: list[str] | None) -> int:
         return EXIT_BAD_INPUT
     except click.exceptions.Abort as exc:
         if isinstance(exc.__context__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
-            return _interrupted()
+            return EXIT_INTERRUPTED
         click.echo("Aborted!", err=True)
         return EXIT_BAD_INPUT
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
     except KeyboardInterrupt:
-        return _interrupted()
+        return EXIT_INTERRUPTED
     except OutputError as exc:  # a write kvproof refuses (a link, a name outside the folder)
         click.echo(f"kvproof: cannot write: {exc}", err=True)
         return EXIT_BAD_INPUT
@@ -339,6 +365,8 @@ def _dispatch(argv: list[str] | None) -> int:
         click.echo(f"kvproof: cannot read or write{where}: {exc.strerror or exc}", err=True)
         return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if _SIGINT.is_set():  # the interrupt's own aftermath (z3: "push canceled")
+            return EXIT_INTERRUPTED
         if os.environ.get("KVPROOF_DEBUG"):
             raise
         click.echo(f"kvproof: internal error: {type(exc).__name__}: {exc} (set KVPROOF_DEBUG=1 for details)", err=True)
@@ -346,12 +374,6 @@ def _dispatch(argv: list[str] | None) -> int:
     return EXIT_OK
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
-
-
-def _interrupted() -> int:
-    click.echo("kvproof: interrupted", err=True)
-    return EXIT_INTERRUPTED
 
 
 def _tolerant_streams() -> None:
