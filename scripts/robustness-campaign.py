@@ -17,6 +17,7 @@ is called on that input. docs/robustness.md records the last run.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import random
@@ -137,8 +138,7 @@ def _json_mutation(rng: random.Random, tree):
     path, value = rng.choice(sites)
     op = rng.choice(["weird", "weird", "delete", "insert", "list", "type", "deep", "huge_int"])
     if op == "weird":
-        return _set(tree, path, json.loads(json.dumps(rng.choice(WEIRD_VALUES))) if rng.random() < 0.9 else
-                    rng.choice(WEIRD_VALUES))
+        return _set(tree, path, copy.deepcopy(rng.choice(WEIRD_VALUES)))  # a copy: later edits must not reach the pool
     if op == "delete" and path:
         parent = tree
         for key in path[:-1]:
@@ -147,7 +147,7 @@ def _json_mutation(rng: random.Random, tree):
         return tree
     if op == "insert" and isinstance(value, dict):
         value[rng.choice(["extra", "layers", "schema_version", "kind", "range", "", "\u00e9", "spec"])] = \
-            rng.choice(WEIRD_VALUES)
+            copy.deepcopy(rng.choice(WEIRD_VALUES))
         return tree
     if op == "list" and isinstance(value, list):
         choice = rng.choice(["empty", "dup", "reverse", "many"])
@@ -166,7 +166,7 @@ def _json_mutation(rng: random.Random, tree):
         return _set(tree, path, replacement)
     if op == "deep":
         nested = 0
-        for _ in range(rng.choice([10, 100, 900])):
+        for _ in range(rng.choice([10, 100, 500])):  # deeper nesting is a text mutation (json.dumps recurses)
             nested = [nested]
         return _set(tree, path, nested)
     if op == "huge_int":
@@ -175,7 +175,8 @@ def _json_mutation(rng: random.Random, tree):
 
 
 def _text_mutation(rng: random.Random, data: bytes) -> bytes:
-    op = rng.choice(["truncate", "flip", "insert", "delete", "bom", "utf16", "digits", "literal", "nul", "dup_key"])
+    op = rng.choice(["truncate", "flip", "insert", "delete", "bom", "utf16", "digits", "literal", "nul", "dup_key",
+                     "deep"])
     if not data:
         return b"{"
     at = rng.randrange(len(data))
@@ -195,6 +196,9 @@ def _text_mutation(rng: random.Random, data: bytes) -> bytes:
         return data.replace(b": 1", b": " + b"9" * rng.choice([30, 5000]), 1)
     if op == "literal":
         return data.replace(b": 0", b": " + rng.choice([b"NaN", b"Infinity", b"-Infinity", b"1e999"]), 1)
+    if op == "deep":
+        depth = rng.choice([1000, 5000, 100_000])
+        return data.replace(b": ", b": " + b"[" * depth + b"0" + b"]" * depth + b", \"_\": ", 1)
     if op == "nul":
         return data[:at] + b"\x00" + data[at:]
     return data.replace(b"{", b'{"k": 1, "k": 2, ', 1)
