@@ -1,7 +1,8 @@
 """The ``kvproof`` command line.
 
 Exit codes (every command): 0 accepted / ok, 1 refused, 2 bad input or usage, 3 solver
-unknown or timeout, 4 internal error (a kvproof bug; set KVPROOF_DEBUG=1 for the traceback).
+unknown or timeout, 4 internal error (a kvproof bug; set KVPROOF_DEBUG=1 for the traceback);
+130 interrupted (Ctrl-C, SIGINT), at once, also inside a solver call.
 Commands import their machinery lazily so ``check`` and ``simulate`` never import z3 or
 Hypothesis.
 """
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import click
 
+from .output import OutputError
+
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 
 FORMATS = ["text", "json", "sarif", "junit"]
 
@@ -37,6 +42,56 @@ class Seconds(click.ParamType):
 
 
 SECONDS = Seconds()
+
+
+def _solver_interrupts() -> None:
+    """Make Ctrl-C stop a command that runs z3 at once, with exit 130.
+
+    z3 catches SIGINT itself during a solver call (its ``ctrl_c`` parameter): the call returns
+    unknown and Python never sees the signal, so ``prove`` went on and exited 0. With ``ctrl_c``
+    off the signal reaches Python's handler, which writes it to a wakeup pipe at once; a thread
+    reading that pipe interrupts the running z3 call (``Context.interrupt`` is thread-safe), and
+    the ``KeyboardInterrupt`` Python raises when the call returns ends the command. An interrupt
+    can also land in z3 outside a check (``push canceled``) or in a destructor, where Python only
+    prints it: both still end the command with 130 (``_SIGINT``, ``_unraisable``)."""
+    import signal
+
+    import z3
+
+    z3.set_param("ctrl_c", False)
+    if threading.current_thread() is not threading.main_thread():
+        return  # (an in-process runner on a thread: signals are not delivered there)
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:
+        return
+
+    def watch() -> None:
+        while True:
+            data = os.read(read, 64)
+            if not data:
+                return
+            if signal.SIGINT in data:
+                _SIGINT.set()
+                z3.main_ctx().interrupt()
+
+    threading.Thread(target=watch, name="kvproof-sigint", daemon=True).start()
+    previous = sys.unraisablehook
+
+    def _unraisable(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):  # swallowed in a __del__: raise it again
+            signal.raise_signal(signal.SIGINT)
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = _unraisable
+
+
+#: Set once SIGINT arrived during a solver command: whatever the command raises then (z3's
+#: ``canceled``), it ends with 130.
+_SIGINT = threading.Event()
 
 
 def _examples_problems(examples: str) -> list[str]:
@@ -123,19 +178,20 @@ def schema(kind: str) -> None:
               help="Random edits per document, parity inputs and random geometries.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same report.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--out", default="kvproof-fuzz", show_default=True, type=click.Path(file_okay=False),
-              help="Directory for the documents that reproduce failures.")
+@click.option("--out", default=None, type=click.Path(file_okay=False),
+              help="Directory for the documents that reproduce failures [default: a new temporary one].")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Processes for the mutants.")
 @click.option("--strict", is_flag=True, help="Known gaps and known parity differences fail too.")
 @click.option("--fixtures", type=click.Path(file_okay=False), help="Rule fixtures for ablation (default tests/rules).")
 @click.option("--geometries", type=click.IntRange(min=0), default=None,
               help="Random geometries synthesized into records that must be accepted [default: --examples].")
 @click.option("--exhaustive", is_flag=True, help="Edit every element of every list and mapping (slow).")
-def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str, jobs: int, strict: bool,
-         fixtures: str | None, geometries: int | None, exhaustive: bool) -> None:
+def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None, jobs: int,
+         strict: bool, fixtures: str | None, geometries: int | None, exhaustive: bool) -> None:
     """Fuzz the rules: single-field mutations of valid records and profiles (PATHs; default the
     bundled examples), concrete/z3 parity, and rule ablation. Exit 0 ok, 1 failures (each written
     to --out with the `kvproof check` command that reproduces it), 2 bad input."""
+    _solver_interrupts()
     from .commands.fuzz import run
 
     sys.exit(run(paths, campaign, examples, seed, fmt, out, jobs, strict, fixtures, geometries, exhaustive))
@@ -166,6 +222,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
         if problems:
             click.echo("\n".join(problems))
             sys.exit(EXIT_BAD_INPUT)
+    _solver_interrupts()
     from .commands.prove import run, run_table
 
     if table:
@@ -216,6 +273,7 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
         if problems:
             click.echo("\n".join(problems))
             sys.exit(EXIT_BAD_INPUT)
+    _solver_interrupts()
     from .commands.claim import run
 
     sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir, rlimit,
@@ -245,6 +303,7 @@ def explore(template: str, minimize: str | None, maximize: str | None, open_fiel
     Examples:
       kvproof explore examples/minimax-m27-tp4/scheduler-dp0.json --minimize doc.cache.num_blocks --open '$.cache'
       kvproof explore examples/glm53flash-tp4/profile.json --minimize "Sum(If(g.kind == 'state', 0, g.page_size_bytes) for g in doc.resources.cache_groups) + doc.resources.runtime_memory.kv_cache_bytes" --open '$.resources.runtime_memory'"""
+    _solver_interrupts()
     from .commands.explore import run
 
     sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit))
@@ -253,15 +312,54 @@ def explore(template: str, minimize: str | None, maximize: str | None, open_fiel
 def main(argv: list[str] | None = None) -> int:
     """Entry point: click's own usage errors exit 2; no input ever produces a traceback."""
     _tolerant_streams()
-    code = _dispatch(argv)
+    stdout = sys.stdout
+    sys.stdout = _PipeTolerant(stdout)
     try:
+        code = _dispatch(argv)
         sys.stdout.flush()
-    except BrokenPipeError:  # the reader went away (`kvproof check ... | head`): keep the verdict
-        _silence_stdout()
+    finally:
+        sys.stdout = stdout
     return code
 
 
+class _PipeTolerant:
+    """stdout for one command: when the reader goes away (`kvproof rules | head -1`), the rest of
+    the output is dropped and the command ends with its own exit code. (click would exit 1 on
+    the broken pipe, and an exception raised mid-report would lose the verdict.)"""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _silence_stdout()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+            try:
+                self._stream.flush()  # what was buffered now goes to /dev/null
+            except OSError:
+                pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def _dispatch(argv: list[str] | None) -> int:
+    code = _run_command(argv)
+    if code == EXIT_INTERRUPTED or _SIGINT.is_set():
+        click.echo("kvproof: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _run_command(argv: list[str] | None) -> int:
     try:
         cli.main(args=argv, prog_name="kvproof", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -269,13 +367,18 @@ def _dispatch(argv: list[str] | None) -> int:
     except click.ClickException as exc:
         exc.show()
         return EXIT_BAD_INPUT
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+            return EXIT_INTERRUPTED
         click.echo("Aborted!", err=True)
         return EXIT_BAD_INPUT
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except OutputError as exc:  # a write kvproof refuses (a link, a name outside the folder)
+        click.echo(f"kvproof: cannot write: {exc}", err=True)
+        return EXIT_BAD_INPUT
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
@@ -294,11 +397,15 @@ def _dispatch(argv: list[str] | None) -> int:
         click.echo(f"kvproof: cannot read or write{where}: {exc.strerror or exc}", err=True)
         return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if _SIGINT.is_set():  # the interrupt's own aftermath (z3: "push canceled")
+            return EXIT_INTERRUPTED
         if os.environ.get("KVPROOF_DEBUG"):
             raise
         click.echo(f"kvproof: internal error: {type(exc).__name__}: {exc} (set KVPROOF_DEBUG=1 for details)", err=True)
         return EXIT_INTERNAL
     return EXIT_OK
+
+
 
 
 def _tolerant_streams() -> None:

@@ -24,7 +24,7 @@ import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 
-__all__ = ["OutputError", "write_file", "OutputFolder", "MANIFEST"]
+__all__ = ["OutputError", "write_file", "OutputFolder", "MANIFEST", "failure"]
 
 #: The list of the files kvproof wrote into an output folder (one relative POSIX path per line).
 MANIFEST = ".kvproof-written"
@@ -35,6 +35,15 @@ class OutputError(Exception):
 
     (Not a ``KvproofError`` subclass only because this module sits below ``diagnostics``; callers
     catch it next to ``OSError``.)"""
+
+
+def failure(exc: OSError | OutputError, target: str | Path) -> str:
+    """One line for a refused or failed write to ``target``: ``PATH: reason`` (an ``OutputError``
+    names its own path; an ``OSError`` is told with the target the user named, not a temporary
+    file's name)."""
+    if isinstance(exc, OutputError):
+        return str(exc)
+    return f"{target}: {exc.strerror or exc}"
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -187,6 +196,7 @@ class OutputFolder:
                 continue
             if self._own_regular_file(rel):
                 _remove_quietly(self.root / rel)
+                self._remove_empty_folders(rel)
         listed = sorted(keep | {k for k in previous if k not in stale})
         manifest = self.root / MANIFEST
         _check_target(manifest)
@@ -203,6 +213,15 @@ class OutputFolder:
                 return False
         st = _lstat(here / rel.parts[-1])
         return st is not None and stat.S_ISREG(st.st_mode)
+
+    def _remove_empty_folders(self, rel: PurePosixPath) -> None:
+        """The folders between the root and a removed file, deepest first, while they are empty
+        (``rmdir`` removes only an empty folder, so a user's file keeps its folder)."""
+        for depth in range(len(rel.parts) - 1, 0, -1):
+            try:
+                os.rmdir(self.root.joinpath(*rel.parts[:depth]))
+            except OSError:
+                return
 
     def abort(self) -> None:
         for tmp in self._staged.values():

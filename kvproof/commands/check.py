@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import json
 import re
@@ -13,7 +14,7 @@ from typing import Iterable
 import attrs
 
 from ..diagnostics import LOAD_SYNTAX, Diagnostic, InputError
-from ..models.documents import Document, RankTwins, load_path
+from ..models.documents import Document, RankTwins, load_path, unreadable_reason
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -37,8 +38,23 @@ def expand(paths: Iterable[str]) -> tuple[list[Path], list[FileResult]]:
         elif path.exists():
             files.append(path)
         else:
-            problems.append(FileResult(name, None, "bad_input", [Diagnostic(LOAD_SYNTAX, "$", "no such file or directory", name)]))
+            problems.append(FileResult(name, None, "bad_input", [Diagnostic(LOAD_SYNTAX, "$", _missing(path), name)]))
     return files, problems
+
+
+def _missing(path: Path) -> str:
+    """Why a named path cannot be opened: a link loop and a dangling link are told apart from a
+    path that does not exist."""
+    import os
+
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if path.is_symlink() and exc.errno == errno.ENOENT:
+            return f"a symbolic link to {os.readlink(path)}, which does not exist"
+        if exc.errno != errno.ENOENT:
+            return unreadable_reason(exc)
+    return "no such file or directory"
 
 
 def unloadable(files: Iterable[Path]) -> list[Diagnostic]:
@@ -88,7 +104,13 @@ def _evaluate(paths: Iterable[str], probe: Iterable[str]) -> list[FileResult]:
     probe_files, probe_problems = expand(probe)
     results.extend(probe_problems)
     probe_set = {p.resolve() for p in probe_files}
-    files = [p for p in files if p.resolve() not in probe_set]
+    both = [p for p in files if p.resolve() in probe_set]
+    if both:  # checking the probe against itself would check nothing: a usage error, said per file
+        results.extend(FileResult(str(p), None, "bad_input", [Diagnostic(
+            LOAD_SYNTAX, "$", "named both as a document to check and by --probe; the probe's records are the "
+            "reference a phase is compared with, so give the phase's records apart from the probe's", str(p))])
+            for p in both)
+        return sorted(results, key=lambda r: r.file)
     for path in probe_files:
         try:
             documents.append(attrs.evolve(load_path(path), role="probe"))
@@ -255,27 +277,13 @@ def run(paths: Iterable[str], fmt: str = "text", output: str | None = None, prob
     results = evaluate(paths, probe)
     text = RENDERERS[fmt](results)
     if output:
-        try:
-            Path(output).write_text(text, encoding="utf-8", errors="backslashreplace")
-        except OSError as exc:
-            sys.stderr.write(f"kvproof check: cannot write the report to {output}: {exc.strerror or exc}\n")
+        from ..output import OutputError, failure, write_file
+
+        try:  # atomic, and never through a link (kvproof.output)
+            write_file(output, text, errors="backslashreplace")
+        except (OutputError, OSError) as exc:
+            sys.stderr.write(f"kvproof check: cannot write the report: {failure(exc, output)}\n")
             return EXIT_BAD_INPUT
     else:
-        try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        except BrokenPipeError:  # `kvproof check ... | head`: the verdict stands, the rest is unread
-            _silence_stdout()
+        sys.stdout.write(text)  # a closed pipe (`kvproof check ... | head`) is kvproof.cli's to absorb
     return exit_code(results)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass

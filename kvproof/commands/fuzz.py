@@ -1,15 +1,17 @@
 """``kvproof fuzz``: the mutation, parity and ablation campaigns (issue #7).
 
 Imports Hypothesis and z3 (through :mod:`kvproof.fuzz`), so only this command pays for them.
-Every failure is written to ``--out`` as the documents that show it, with the ``kvproof check``
-command that reproduces it.
+Every failure is written to ``--out`` (default: a new temporary folder, made only when there is a
+failure, and named in the report) as the documents that show it, with the ``kvproof check``
+command that reproduces it. The files go through :class:`kvproof.output.OutputFolder`: staged,
+then committed together; the next run into the same folder removes only what kvproof wrote there.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,7 +86,39 @@ def _progress(label: str, enabled: bool) -> tuple[Callable[[int, int], None] | N
     return update, finish
 
 
-def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: int = 0, out: str = "kvproof-fuzz",
+class Artifacts:
+    """The failure documents of one run, staged in memory and written together by :meth:`commit`.
+
+    ``out`` is the folder the user named, else None: a temporary folder is made at the first
+    failure (so a run without failures writes nothing, and nothing lands in the working folder)."""
+
+    def __init__(self, out: str | None):
+        self.root: Path | None = Path(out) if out else None
+        self.named = out is not None
+        self.files: list[tuple[str, str]] = []
+
+    def folder(self, name: str) -> Path:
+        """The path ``name`` (a failure's folder) will have once committed."""
+        if self.root is None:
+            self.root = Path(tempfile.mkdtemp(prefix="kvproof-fuzz-"))
+        return self.root / name
+
+    def add(self, name: str, text: str) -> None:
+        self.files.append((name, text))
+
+    def commit(self) -> None:
+        from ..output import OutputFolder
+
+        if self.root is None or (not self.files and not self.root.exists()):
+            return
+        with OutputFolder(self.root) as folder:
+            for name, text in self.files:
+                folder.add(name, text)
+            folder.clear_own()  # the previous run's artifacts that this run does not write again
+            folder.commit()
+
+
+def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: int = 0, out: str | None = None,
             jobs: int = 1, strict: bool = False, fixtures: str | None = None, progress: bool = False,
             geometries: int | None = None, exhaustive: bool = False) -> FuzzRun:
     """Run the campaigns; raise :class:`InputError` for inputs that do not load."""
@@ -96,9 +130,7 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
     run = FuzzRun(list(paths), campaign, examples, seed, strict=strict)
     record_sets, geometry_inputs = collect_inputs(paths)
     rules = all_rules()
-    out_dir = Path(out)
-    if out_dir.exists() and out_dir.is_dir() and (out_dir / ".kvproof-fuzz").exists():
-        shutil.rmtree(out_dir)  # the previous run's artifacts (only a directory kvproof fuzz wrote)
+    out_dir = Artifacts(out)
 
     if campaign in ("mutation", "ablation", "all"):
         update, finish = _progress("mutation", progress)
@@ -141,21 +173,19 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
             run.notes.append("ablation: no rule fixtures found (use --fixtures DIR); the corpus is the mutants only")
         for result in run.ablation.failures:
             run.failures.append(Failure("ablation", f"{result.rule} {result.verdict}", result.reason))
-    if run.failures:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / ".kvproof-fuzz").write_text("written by kvproof fuzz; removed by its next run\n")
+    out_dir.commit()
     return run
 
 
-def _write_set(directory: Path, files: list[tuple[str, Any]]) -> None:
+def _write_set(out_dir: Artifacts, name: str, files: list[tuple[str, Any]]) -> Path:
     from ..models.codec import dumps
 
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, tree in files:
-        (directory / name).write_text(dumps(tree), encoding="utf-8")
+    for file, tree in files:
+        out_dir.add(f"{name}/{file}", dumps(tree))
+    return out_dir.folder(name)
 
 
-def _mutation_failures(run: FuzzRun, out_dir: Path) -> None:
+def _mutation_failures(run: FuzzRun, out_dir: Artifacts) -> None:
     from ..fuzz.mutate import apply
 
     report = run.mutation
@@ -170,8 +200,7 @@ def _mutation_failures(run: FuzzRun, out_dir: Path) -> None:
         for index, document in enumerate(record_set.documents):
             tree = apply(document.tree, outcome.edit) if index == outcome.index else document.tree
             files.append((Path(document.file).name, tree))
-        directory = out_dir / f"mutant-{number:04d}"
-        _write_set(directory, files)
+        directory = _write_set(out_dir, f"mutant-{number:04d}", files)
         title = "surviving mutant" if outcome.verdict == "survivor" else f"known gap {outcome.explanation}"
         run.failures.append(Failure(
             "mutation", f"{title}: {Path(outcome.edit.file).name}: {outcome.edit.describe(record_set.documents[outcome.index].tree)}",
@@ -180,13 +209,12 @@ def _mutation_failures(run: FuzzRun, out_dir: Path) -> None:
     for result in report.synth:
         if result.status in ("refused", "error") or (run.strict and result.status == "known"):
             number += 1
-            directory = out_dir / f"synth-{number:04d}"
-            directory.mkdir(parents=True, exist_ok=True)
+            directory = out_dir.folder(f"synth-{number:04d}")
             if result.geometry is not None:
-                from ..models.codec import dumps, unstructure
+                from ..models.codec import unstructure
 
                 geometry = result.geometry if isinstance(result.geometry, dict) else unstructure(result.geometry)
-                (directory / "geometry.json").write_text(dumps(geometry), encoding="utf-8")
+                _write_set(out_dir, f"synth-{number:04d}", [("geometry.json", geometry)])
             run.failures.append(Failure(
                 "mutation", f"synthesized records {result.status}{' ' + result.finding if result.finding else ''}: "
                 f"{result.source}", "; ".join(result.diagnostics[:3]),
@@ -201,7 +229,7 @@ def _mutation_failures(run: FuzzRun, out_dir: Path) -> None:
                          f"{', '.join(report.stale_gaps)}")
 
 
-def _parity_failures(run: FuzzRun, out_dir: Path) -> None:
+def _parity_failures(run: FuzzRun, out_dir: Artifacts) -> None:
     report = run.parity
     number = 0
     for mismatch in report.mismatches:
@@ -211,8 +239,7 @@ def _parity_failures(run: FuzzRun, out_dir: Path) -> None:
         directory = None
         command = None
         if mismatch.documents:
-            directory = out_dir / f"parity-{number:04d}"
-            _write_set(directory, mismatch.documents)
+            directory = _write_set(out_dir, f"parity-{number:04d}", mismatch.documents)
             command = f"kvproof check {directory}"
         where = f" at {mismatch.subject}" if mismatch.subject else ""
         changed = f"; input: {', '.join(mismatch.changed)}" if mismatch.changed else ""
@@ -359,7 +386,7 @@ def unloadable(paths: list[str]) -> list:
     return [d for result in missing for d in result.diagnostics] + load_problems(files)
 
 
-def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str, jobs: int,
+def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None, jobs: int,
         strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False) -> int:
     chosen = list(paths) or default_paths()
     if not chosen:

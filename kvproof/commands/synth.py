@@ -1,37 +1,65 @@
-"""``kvproof synth GEOMETRY -o DIR``: the records vLLM 0.33.0 would write for a geometry."""
+"""``kvproof synth GEOMETRY -o DIR``: the records vLLM 0.33.0 would write for a geometry.
+
+Every record synth writes is one ``kvproof check`` accepts: a geometry vLLM refuses to start is
+exit 1 (vLLM's text), and a geometry vLLM starts but whose records kvproof's format cannot hold is
+exit 2 with its reason and JSON path (an attention-free model, ``sim.synth.ATTENTION_FREE``; a
+spec class the format has no kind for, finding F020), never a record set ``check`` refuses.
+"""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..diagnostics import InputError
+from ..diagnostics import LOAD_SCHEMA, Diagnostic, InputError
 from ..models.codec import dumps, unstructure
+from ..output import OutputError, OutputFolder, failure
 from .simulate import read_geometry
+
+
+def records_for(geometry, file: str | None = None):
+    """The :class:`~kvproof.sim.synth.SynthesizedRecords` of a geometry. Raises
+    :class:`~kvproof.sim.Refusal` (vLLM would not start) or :class:`InputError` (no record kvproof
+    checks exists for it)."""
+    from ..models.geometry import expand_layers
+    from ..rules.spec_classes import SPEC_KINDS
+    from ..sim.synth import synthesize
+
+    records = synthesize(geometry)
+    entry_of = {layer.name: layer.entry_position for layer in expand_layers(geometry)}
+    for name, spec in records.plan.layer_specs.items():
+        kind = type(spec).__name__
+        if kind not in SPEC_KINDS:
+            raise InputError([Diagnostic(
+                LOAD_SCHEMA, f"$.layers[{entry_of[name]}].spec",
+                f"vLLM 0.33.0 plans {kind} layers ({name}), but kvproof's record format has no cache kind for "
+                f"them (SC001 refuses such a record; docs/fuzz-findings.md F020): there is no record to write", file)])
+    return records
 
 
 def run(path: str, output: str) -> int:
     from ..sim import Refusal
-    from ..sim.synth import synthesize
 
     try:
-        geometry = read_geometry(path)
+        records = records_for(read_geometry(path), path)
     except InputError as exc:
         for diagnostic in exc.diagnostics:
-            sys.stdout.write(diagnostic.render() + "\n")
+            sys.stdout.write(f"{'' if diagnostic.file else path + ': '}{diagnostic.render()}\n")
         return 2
-    try:
-        records = synthesize(geometry)
     except Refusal as refusal:
         sys.stdout.write(f"{path}: vLLM 0.33.0 refuses to start: {refusal}\n")
         return 1
-    out = Path(output)
+    # Every record is staged before the first lands: a failed write (a full disk, a file size
+    # limit) leaves the folder as it was. Records an earlier synth wrote there and this one does
+    # not (a pipeline stage fewer) are removed; nothing else is.
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, record in records.files():
-            (out / name).write_text(dumps(unstructure(record)), encoding="utf-8")
-            sys.stdout.write(f"wrote {out / name}\n")
-    except OSError as exc:
-        sys.stderr.write(f"kvproof synth: cannot write the records to {output}: {exc.strerror or exc}\n")
+        with OutputFolder(output) as folder:
+            for name, record in records.files():
+                folder.add(name, dumps(unstructure(record)))
+            folder.clear_own()
+            written = folder.commit()
+    except (OutputError, OSError) as exc:
+        sys.stderr.write(f"kvproof synth: cannot write the records to {output}: {failure(exc, output)}\n")
         return 2
+    for target in written:
+        sys.stdout.write(f"wrote {target}\n")
     return 0

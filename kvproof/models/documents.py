@@ -167,43 +167,80 @@ def read_document(path: str | Path) -> bytes:
     """The bytes of a document file, read with bounded time and memory.
 
     At most ``MAX_DOCUMENT_BYTES + 1`` bytes are read, so a device such as ``/dev/zero`` or an
-    endless pipe is refused as too large instead of filling memory; a FIFO is opened without
-    blocking, so one that nobody writes reads as empty instead of hanging. Every failure is an
-    ``LD001`` :class:`InputError` naming the file.
+    endless pipe is refused as too large instead of filling memory. A file that is not a regular
+    file (a FIFO, a terminal, a device) is read without ever blocking: one that nobody writes
+    reads as empty, and one whose writer sends nothing for :data:`PIPE_IDLE_SECONDS` is refused
+    instead of hanging. Every failure is an ``LD001`` :class:`InputError` naming the file.
     """
     from .codec import MAX_DOCUMENT_BYTES
 
     name = str(path)
     too_large = InputError([Diagnostic(LOAD_SYNTAX, "$", f"document is larger than {MAX_DOCUMENT_BYTES} bytes", name)])
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as handle:
-            if hasattr(os, "O_NONBLOCK"):
-                import fcntl
-
-                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb", buffering=0) as handle:
             info = os.fstat(fd)
-            regular = stat.S_ISREG(info.st_mode)
-            if regular and info.st_size > MAX_DOCUMENT_BYTES:
-                raise too_large
-            data = _read_bounded(handle, info.st_size + 1 if regular else _CHUNK, MAX_DOCUMENT_BYTES + 1)
+            if stat.S_ISREG(info.st_mode):
+                if info.st_size > MAX_DOCUMENT_BYTES:
+                    raise too_large
+                os.set_blocking(fd, True)  # a regular file never blocks; read it in one call
+                data = _read_bounded(handle, info.st_size + 1, MAX_DOCUMENT_BYTES + 1)
+            else:
+                data = _read_stream(fd, MAX_DOCUMENT_BYTES + 1, name)
     except OSError as exc:
-        raise InputError([Diagnostic(LOAD_SYNTAX, "$", f"cannot read file: {exc.strerror or exc}", name)]) from None
+        raise InputError([Diagnostic(LOAD_SYNTAX, "$", f"cannot read file: {unreadable_reason(exc)}", name)]) from None
     if len(data) > MAX_DOCUMENT_BYTES:
         raise too_large
     return data
 
+
+def unreadable_reason(exc: OSError) -> str:
+    """What an ``OSError`` of opening a document means, in words (a link loop says so)."""
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link loop (too many levels of symbolic links)"
+    return exc.strerror or str(exc)
+
+
+#: A FIFO (or another stream) whose writer sends nothing for this long is refused: a writer that
+#: never writes would otherwise block the reader for ever.
+PIPE_IDLE_SECONDS = 5.0
 
 #: Read size for a file whose size is unknown (a FIFO, a device): read(n) allocates n bytes first,
 #: so one read(MAX_DOCUMENT_BYTES + 1) would cost a 64 MiB allocation for every small document.
 _CHUNK = 1 << 20
 
 
+def _read_stream(fd: int, limit: int, name: str) -> bytes:
+    """At most ``limit`` bytes of a non-blocking stream, to its end: a FIFO without a writer
+    ends at once (empty); :data:`PIPE_IDLE_SECONDS` without data is an ``LD001``."""
+    import select
+
+    parts: list[bytes] = []
+    total = 0
+    while total < limit:
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit - total))
+        except BlockingIOError:  # a writer is there but has sent nothing yet
+            ready, _, _ = select.select([fd], [], [], PIPE_IDLE_SECONDS)
+            if not ready:
+                raise InputError([Diagnostic(
+                    LOAD_SYNTAX, "$", f"cannot read file: a pipe or device that sent no data for "
+                    f"{PIPE_IDLE_SECONDS:g} s (is its writer stuck?)", name)]) from None
+            continue
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+    return b"".join(parts)
+
+
 def _read_bounded(handle, first: int, limit: int) -> bytes:
     """At most ``limit`` bytes: a first read of ``first`` bytes (a regular file's size + 1, so a
     file is normally read in one call that sees its end), then chunks until the end or the limit."""
     data = handle.read(min(first, limit))
-    if len(data) < min(first, limit):  # a buffered read returns less than asked only at the end
+    if len(data) < min(first, limit):  # a read returns less than asked only at the end
         return data
     parts = [data]
     total = len(data)

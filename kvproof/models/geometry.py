@@ -310,6 +310,14 @@ MambaTypeName = Literal["MAMBA1", "MAMBA2", "SHORT_CONV", "LINEAR", "GDN_ATTN", 
 # The document
 
 
+#: What ``kvproof schema geometry`` says of a layer ``range`` (checked by ``_range_problem``).
+RANGE_SCHEMA = {
+    "minItems": 2, "maxItems": 3,
+    "description": "[start, stop] or [start, stop, step] as Python's range(start, stop, step): the indices "
+                   "start, start + step, ... below stop; start <= stop, step >= 1 (default 1)",
+}
+
+
 @attrs.frozen
 class LayerEntry:
     """One entry of ``layers``: a name (``{i}`` replaced by each index), the indices it expands
@@ -319,7 +327,7 @@ class LayerEntry:
 
     name: str
     spec: SpecName
-    range: list[int] = ABSENT
+    range: list[int] = attrs.field(default=ABSENT, metadata={"json_schema": RANGE_SCHEMA})
     indices: list[int] = ABSENT
     index: int = ABSENT
     # KVCacheSpec
@@ -515,19 +523,35 @@ MAX_LAYERS = 10_000
 def _entry_count(entry: LayerEntry) -> int:
     """How many layers ``entry`` expands to, computed without expanding it (0 for a malformed range)."""
     if present(entry.range):
-        if len(entry.range) != 2:
-            return 0
-        start, end = entry.range
-        return max(0, end - start)
+        return len(_range(entry.range)) if _range_problem(entry.range) is None else 0
     if present(entry.indices):
         return len(entry.indices)
     return 1
 
 
+def _range(value: list[int]) -> range:
+    """``[start, stop]`` or ``[start, stop, step]`` as Python's ``range`` reads them."""
+    return range(*value)
+
+
+def _range_problem(value: list[int]) -> tuple[str, str] | None:
+    """What is wrong with a layer ``range`` (its elements are non-negative integers already):
+    ``(path suffix, message)``, or None. A range is ``[start, stop]`` or ``[start, stop, step]``
+    as Python's ``range(start, stop, step)`` (``[0, 24, 2]``: the even layers 0..22, the way
+    interleaved sliding-window layers are written), with ``start <= stop`` and ``step >= 1``."""
+    if len(value) not in (2, 3):
+        got = "an empty array" if not value else f"{len(value)} number{'s' if len(value) > 1 else ''}"
+        return "", f"expected [start, stop] or [start, stop, step], got {got}"
+    if value[0] > value[1]:
+        return "[1]", f"stop {value[1]} is less than start {value[0]} (a range counts up: [start, stop])"
+    if len(value) == 3 and value[2] < 1:
+        return "[2]", f"step must be at least 1, got {value[2]}"
+    return None
+
+
 def _entry_indices(entry: LayerEntry) -> list[int | None]:
     if present(entry.range):
-        start, end = entry.range
-        return list(range(start, end))
+        return list(_range(entry.range))
     if present(entry.indices):
         return list(entry.indices)
     if present(entry.index):
@@ -592,8 +616,9 @@ def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnost
         if len(naming) > 1:
             add(f"{base}.{naming[1]}", f"give only one of range, indices, index (got {', '.join(naming)})")
         if present(entry.range):
-            if len(entry.range) != 2 or entry.range[0] > entry.range[1]:
-                add(f"{base}.range", "expected [start, stop) with start <= stop")
+            problem = _range_problem(entry.range)
+            if problem is not None:
+                add(f"{base}.range{problem[0]}", problem[1])
         if naming and "{i}" not in entry.name:
             if _entry_count(entry) > 1:
                 add(f"{base}.name", "a name expanded over several indices must contain {i}")

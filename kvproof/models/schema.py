@@ -77,7 +77,7 @@ class _Builder:
         required: list[str] = []
         for field in attrs.fields(cls):
             key = field.alias or field.name
-            properties[key] = self.type_schema(hints[field.name])
+            properties[key] = {**self.type_schema(hints[field.name]), **field.metadata.get("json_schema", {})}
             if field.default is attrs.NOTHING:
                 required.append(key)
             elif field.default is not ABSENT and not isinstance(field.default, attrs.Factory):

@@ -210,9 +210,26 @@ def _resolved(result: Plan, mamba_block_size: Any) -> r.ResolvedConfig:
     )
 
 
+#: Why an attention-free geometry has no records (``synthesize`` refuses it as bad input).
+ATTENTION_FREE = (
+    "the geometry has no KV cache layers: vLLM 0.33.0 starts such an attention-free model without a KV "
+    "cache (vllm/v1/engine/core.py:298-314 gives it no KV cache memory) and never computes its capacity "
+    "(core.py:339-352 calls update_kv_cache_capacity only when there are KV cache groups), so it logs no "
+    "kv_cache_max_concurrency and there is no record kvproof checks (SU001 needs one); "
+    "kvproof simulate plans it"
+)
+
+
 def synthesize(geometry: Geometry) -> SynthesizedRecords:
-    """The records of a geometry; raises :class:`kvproof.sim.Refusal` when vLLM would not start."""
+    """The records of a geometry; raises :class:`kvproof.sim.Refusal` when vLLM would not start,
+    and :class:`~kvproof.diagnostics.InputError` for a geometry whose records kvproof's format
+    cannot hold (an attention-free model: :data:`ATTENTION_FREE`), so every record written is one
+    ``kvproof check`` accepts."""
     result = plan(geometry)
+    if result.max_concurrency is None:
+        from ..diagnostics import LOAD_SCHEMA, Diagnostic, InputError
+
+        raise InputError([Diagnostic(LOAD_SCHEMA, "$.layers", ATTENTION_FREE)])
     s = result.settings
     runtime = r.Runtime("vllm", VLLM_VERSION)
     evidence = r.PrefixCachingEvidence(

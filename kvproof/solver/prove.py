@@ -443,21 +443,26 @@ def write_witness(directory: Path, result: RuleResult) -> str | None:
 
 
 def write_documents(directory: Path, name: str, documents: list[tuple[str, str]]) -> str:
-    """``DIR/NAME.json`` for one document, else ``DIR/NAME/<file>`` (a stale folder is emptied
-    first); the path written. Witnesses and claim counterexamples share it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if len(documents) == 1:
-        path = directory / f"{name}.json"
-        path.write_text(documents[0][1], encoding="utf-8")
-        return str(path)
-    folder = directory / name
-    folder.mkdir(exist_ok=True)
-    for old in folder.rglob("*.json"):
-        old.unlink()
-    for file, text in documents:
-        (folder / file).parent.mkdir(parents=True, exist_ok=True)
-        (folder / file).write_text(text, encoding="utf-8")
-    return str(folder)
+    """``DIR/NAME.json`` for one document, else ``DIR/NAME/<file>``; the path written. Witnesses
+    and claim counterexamples share it.
+
+    Through :class:`kvproof.output.OutputFolder`: every file is staged before the first lands,
+    nothing is written through a link (``DIR/NAME`` a link to another folder is an
+    ``OutputError``), and what an earlier run wrote as ``NAME.json`` or below ``NAME/`` is
+    removed only when this run does not write it again and kvproof wrote it (never a user's file)."""
+    from ..output import OutputFolder
+
+    single = len(documents) == 1
+    with OutputFolder(directory) as folder:
+        if single:
+            folder.add(f"{name}.json", documents[0][1])
+        else:
+            for file, text in documents:
+                folder.add(f"{name}/{file}", text)
+        folder.clear_own(f"{name}.json")
+        folder.clear_own(f"{name}/")
+        folder.commit()
+    return str(directory / (f"{name}.json" if single else name))
 
 
 def _template_tree(doc) -> Any:

@@ -339,7 +339,8 @@ GEOMETRY_CASES = {
     "range_past_2_53": _geometry(layer0_range=[0, 2**53 + 1]),
     "range_2_40": _geometry(layer0_range=[0, 2**40]),
     "range_backwards": _geometry(layer0_range=[32, 0]),
-    "range_three": _geometry(layer0_range=[0, 1, 2]),
+    "range_four": _geometry(layer0_range=[0, 1, 2, 3]),  # ([start, stop, step] is a range: issue #13 item 8)
+    "range_zero_step": _geometry(layer0_range=[0, 4, 0]),
     "tiny_memory": _geometry(available_memory_bytes=1),
     # the simulate block (docs/requests.md): types, bounds, cross-field rules
     "simulate_zero_prompt": _geometry(simulate={"prompt_tokens": 0}),
