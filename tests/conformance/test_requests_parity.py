@@ -340,3 +340,19 @@ def test_generated_geometries_and_workloads_live(requests_oracle, simulate_reque
     finally:
         for geometry, differences in last:
             report.disagreement(test, geometry, differences)
+
+
+# --- (e) the long-prefill threshold against the length before auto-fit, live ----------------------
+
+def test_threshold_above_the_length_before_auto_fit_is_refused_live(requests_oracle, simulate_requests, report):
+    """vLLM checks the workload's threshold once, against max_model_len before auto-fit
+    (config/scheduler.py:315, 355-360; oracle_requests.threshold_refusal): 2,048 over the fitted 1,008
+    is served (golden autofit_threshold_above_fitted_len), 4,097 over the 4,096 before fitting is not."""
+    geometry = json.loads((REQUESTS / "autofit_threshold_above_fitted_len.json").read_text())
+    geometry["simulate"]["chunk_tokens"] = 4097
+    vllm = requests_oracle(geometry)
+    assert vllm["workload"] == {"refused": {
+        "type": "ValueError",
+        "message": "long_prefill_token_threshold (4097) cannot be greater than the max_model_len (4096)."}}
+    differences = check("requests:threshold", geometry, vllm, simulate_requests(geometry), report)
+    assert not differences, _format("threshold before auto-fit", geometry, differences)
