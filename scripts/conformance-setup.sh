@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv-vllm/ at the repository root: the interpreter of the conformance oracle
-# (tests/conformance/oracle.py), which runs vLLM 0.33.0's own KV-cache planning code.
+# Create .venv-vllm/ at the repository root (or the venv KVPROOF_VLLM_VENV names): the interpreter
+# of the conformance oracle (tests/conformance/oracle.py), which runs vLLM 0.33.0's own KV-cache
+# planning code. The tests find it there, or through KVPROOF_ORACLE_PYTHON=<venv>/bin/python.
 #
 #   bash scripts/conformance-setup.sh && python -m pytest -m conformance tests/conformance
 #
@@ -13,13 +14,17 @@
 # xgrammar is installed with --no-deps: its triton dependency (1 GB) is never imported on the CPU.
 #
 # Idempotent: each step is skipped when what it installs is already there; a stamp file records a
-# finished set-up, and a later run with the same requirements only re-checks the imports.
-# Environment: PYTHON (default python3), VLLM_WHEEL (a local vllm-0.33.0 wheel to use instead of the
+# finished set-up, and a later run with the same requirements only re-checks the imports (a venv is
+# never trusted because its folder exists). A venv whose interpreter or pip does not run is removed
+# and built anew; one that still fails the import check after the installs is rebuilt once from
+# scratch.
+# Environment: KVPROOF_VLLM_VENV (the venv to create or check; default <repo>/.venv-vllm), PYTHON
+# (default python3), VLLM_WHEEL (a local vllm-0.33.0 wheel to use instead of the
 # registry; default: the copy under /work/vllm033 when present).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$root/.venv-vllm"
+venv="${KVPROOF_VLLM_VENV:-$root/.venv-vllm}"
 py="${PYTHON:-python3}"
 start=$(date +%s)
 log() { printf '[conformance-setup %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
@@ -81,6 +86,10 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]] && check_imports 2>/d
   exit 0
 fi
 
+if [[ -e "$venv" || -L "$venv" ]] && ! "$venv/bin/python" -c 'import pip' >/dev/null 2>&1; then
+  log "$venv is not a working venv (its python or pip does not run): removing it"
+  rm -rf -- "$venv"
+fi
 if [[ ! -x "$venv/bin/python" ]]; then
   log "creating $venv"
   "$py" -m venv "$venv"
@@ -143,6 +152,14 @@ else
 fi
 
 log "checking imports"
-check_imports
+if ! check_imports; then
+  if [[ -n "${KVPROOF_SETUP_REBUILT:-}" ]]; then
+    log "the imports still fail in a venv built from scratch"
+    exit 1
+  fi
+  log "the imports fail: rebuilding $venv from scratch"
+  rm -rf -- "$venv"
+  KVPROOF_SETUP_REBUILT=1 exec bash "${BASH_SOURCE[0]}"
+fi
 echo "$want_stamp" > "$stamp"
 log "done"

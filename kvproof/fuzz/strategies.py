@@ -22,7 +22,8 @@ Use them in your own tests::
     def test_a_valid_geometry_is_planned_or_refused(geometry):
         assert simulate_document(geometry)["status"] in ("ok", "refused")
 
-Only the standard library and Hypothesis are imported.
+Only the standard library and Hypothesis are imported (and, lazily, ``kvproof.sim`` to size the tight
+pools of :func:`geometries_with_requests`).
 """
 
 from __future__ import annotations
@@ -602,18 +603,29 @@ def geometries(draw, *, families: tuple[str, ...] | list[str] | None = None, max
 
 
 @st.composite
-def simulate_blocks(draw, *, max_model_len: int, max_prompt: int = 6_000, max_requests: int = 12) -> dict:
+def simulate_blocks(draw, *, max_model_len: int, max_prompt: int = 6_000, max_requests: int = 12,
+                    crowded: bool = False) -> dict:
     """A ``simulate`` block (``docs/requests.md``) for a model of ``max_model_len`` tokens: a single
     request (sometimes probed), a workload of up to ``max_requests`` requests with shared prefixes
     and staggered arrivals, or both.  Prompts stay below ``max_model_len`` (a longer one is refused
-    by vLLM's input processor before any scheduling) and ``chunk_tokens`` at most ``max_model_len``
-    (vLLM's ``SchedulerConfig`` refuses a larger long-prefill threshold)."""
+    by vLLM's input processor before any scheduling).  ``chunk_tokens`` is usually at most
+    ``max_model_len``; now and then it is larger, which vLLM's ``SchedulerConfig`` refuses
+    (config/scheduler.py:355-360) for the workload.  ``crowded``: always a workload, of at least
+    three long requests arriving within a few steps, so that a pool of about one max-length request
+    (:func:`geometries_with_requests`) runs out and vLLM preempts."""
     block: dict[str, Any] = {"max_steps": 3_000}
     limit = max(1, min(max_prompt, max_model_len - 2))
-    if draw(st.booleans()):
-        block["chunk_tokens"] = draw(st.sampled_from([c for c in (8, 16, 100, 512, 2048, 8192) if c <= max_model_len]
-                                                     or [max_model_len]))
-    single = draw(st.booleans())
+    if crowded:
+        # Prefill in chunks, so that several long requests are admitted and then outgrow the pool
+        # (a whole prompt that does not fit is simply not admitted, which never preempts).
+        block["chunk_tokens"] = draw(st.sampled_from([c for c in (16, 64, 100, 256, 512) if 3 * c <= max_model_len]
+                                                     or [max(1, max_model_len // 3)]))
+    elif draw(st.booleans()):
+        chunks = [c for c in (8, 16, 100, 512, 2048, 8192) if c <= max_model_len] or [max_model_len]
+        if draw(st.integers(0, 9)) == 0:
+            chunks = [max_model_len + 1]  # the start-up refusal of the workload's threshold
+        block["chunk_tokens"] = draw(st.sampled_from(chunks))
+    single = not crowded and draw(st.booleans())
     if single:
         block["prompt_tokens"] = draw(st.integers(1, limit))
         block["decode_tokens"] = draw(st.integers(0, 24))
@@ -621,12 +633,16 @@ def simulate_blocks(draw, *, max_model_len: int, max_prompt: int = 6_000, max_re
     if not single or draw(st.booleans()):
         prefixes = draw(st.lists(st.sampled_from(["system", "tools", "doc"]), max_size=3, unique=True))
         requests = []
-        for i in range(draw(st.integers(1, max_requests))):
+        for i in range(draw(st.integers(3, 6) if crowded else st.integers(1, max_requests))):
             decode = draw(st.integers(1, 32))
-            prompt = draw(st.integers(1, max(1, min(limit, max_model_len - decode - 1))))
-            request: dict[str, Any] = {"id": f"r{i}", "arrival_step": draw(st.integers(0, 20)),
+            if crowded:  # each at least half the pool: two of them cannot both stay
+                top = max(1, max_model_len - decode - 1)
+                prompt = draw(st.integers(max(1, top * 3 // 5), top))
+            else:
+                prompt = draw(st.integers(1, max(1, min(limit, max_model_len - decode - 1))))
+            request: dict[str, Any] = {"id": f"r{i}", "arrival_step": draw(st.integers(0, 3 if crowded else 20)),
                                        "prompt_tokens": prompt, "decode_tokens": decode}
-            if prefixes and draw(st.booleans()):
+            if prefixes and draw(st.integers(0, 3 if crowded else 1)) == 0:
                 request["shared_prefix"] = draw(st.sampled_from(prefixes))
                 request["shared_prefix_tokens"] = draw(st.integers(0, prompt))
             requests.append(request)
@@ -634,18 +650,45 @@ def simulate_blocks(draw, *, max_model_len: int, max_prompt: int = 6_000, max_re
     return block
 
 
+def one_request_pool_blocks(doc: dict) -> int | None:
+    """The smallest ``num_gpu_blocks_override`` with which ``doc`` still starts: the pool blocks one
+    max-length request needs on its hungriest worker plus the null block (vLLM's start-up memory
+    check, ``v1/core/kv_cache_planning.py:1533-1558``), from kvproof's own plan of ``doc`` with ample
+    memory; None when that plan is refused.  Only sizes generated inputs: the comparison with vLLM
+    judges the result (a wrong size shows up as a start-up refusal on one side)."""
+    from ..sim import simulate_document  # lazily: only this helper needs the simulator
+
+    probe = {k: v for k, v in doc.items() if k not in ("num_gpu_blocks_override", "simulate")}
+    probe["available_memory_bytes"] = 1 << 40
+    result = simulate_document(probe)
+    if result.get("status") != "ok" or not result.get("workers"):
+        return None
+    need = max((-(-w["memory_needed_for_one_max_len_request_bytes"] // w["bytes_per_block"])
+                for w in result["workers"] if w["bytes_per_block"]), default=None)
+    return None if need is None else need + 1
+
+
 @st.composite
-def geometries_with_requests(draw, *, families: tuple[str, ...] | list[str] | None = None, max_layers: int = 8) -> dict:
-    """:func:`geometries` with a :func:`simulate_blocks` block; sometimes a small
-    ``num_gpu_blocks_override`` pool (a few max-length requests) so that preemption and prefix-cache
-    eviction happen."""
+def geometries_with_requests(draw, *, families: tuple[str, ...] | list[str] | None = None, max_layers: int = 8,
+                             tight_pools: float = 0.6) -> dict:
+    """:func:`geometries` with a :func:`simulate_blocks` block.  With probability ``tight_pools``
+    (when the geometry starts at all) the pool is tight: a ``num_gpu_blocks_override`` of about one
+    max-length request (:func:`one_request_pool_blocks`, plus at most half of it again) and a
+    crowded workload, so that vLLM preempts; otherwise sometimes a small random pool (eviction) or
+    the drawn memory."""
     doc = draw(geometries(families=families, max_layers=max_layers))
-    if draw(st.booleans()):
+    tight = None
+    if draw(st.floats(0, 1, exclude_max=True)) < tight_pools:
+        tight = one_request_pool_blocks(doc)
+    if tight is not None:
+        doc["num_gpu_blocks_override"] = tight + draw(st.sampled_from([0, 0, 1, 2, max(1, tight // 8), tight // 2]))
+        doc.pop("available_memory_bytes", None)
+    elif draw(st.booleans()):
         doc["num_gpu_blocks_override"] = draw(st.integers(8, 4_000))
         doc.pop("available_memory_bytes", None)
     if draw(st.booleans()):
-        seqs = draw(st.sampled_from([1, 2, 4, 16]))
+        seqs = draw(st.sampled_from([2, 4, 16] if tight is not None else [1, 2, 4, 16]))  # one at a time never preempts
         doc["max_num_seqs"] = seqs
         doc["max_num_batched_tokens"] = max(seqs, doc.get("max_num_batched_tokens", seqs))
-    doc["simulate"] = draw(simulate_blocks(max_model_len=doc["max_model_len"]))
+    doc["simulate"] = draw(simulate_blocks(max_model_len=doc["max_model_len"], crowded=tight is not None))
     return doc

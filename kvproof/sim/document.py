@@ -166,12 +166,16 @@ def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any]) -
     if present(simulate.requests):
         from .scheduler import simulate_workload
 
-        if present(simulate.chunk_tokens) and simulate.chunk_tokens > result.max_model_len:
-            # chunk_tokens is the scheduler's long_prefill_token_threshold: SchedulerConfig refuses it
+        if present(simulate.chunk_tokens) and simulate.chunk_tokens > geometry.max_model_len:
+            # chunk_tokens is the scheduler's long_prefill_token_threshold: SchedulerConfig refuses it.
+            # vLLM checks it once, when EngineArgs builds SchedulerConfig with the length before any
+            # auto-fit (engine/arg_utils.py:2658-2683 -> config/scheduler.py:315, 355-360); the auto-fit
+            # runs later (v1/core/kv_cache_planning.py:1545-1548) and nothing checks the threshold again,
+            # so a threshold above the fitted length is served.
             doc["workload"] = {"refused": {
                 "type": "ValueError",
                 "message": f"long_prefill_token_threshold ({simulate.chunk_tokens}) cannot be greater than the "
-                           f"max_model_len ({result.max_model_len}).",
+                           f"max_model_len ({geometry.max_model_len}).",
                 "source": "config/scheduler.py:355-360",
             }}
             return

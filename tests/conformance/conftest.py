@@ -13,12 +13,13 @@ Hypothesis) and the differing keys.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from oracle_process import HERE, ROOT, VENV_PYTHON, OracleProcess
+from oracle_process import HERE, REQUESTS_SEED, REQUESTS_SEED_GIVEN, ROOT, VENV_PYTHON, OracleProcess
 
 GEOMETRIES = HERE / "geometries"
 REPORT = ROOT / "out" / "conformance-report.json"
@@ -30,11 +31,14 @@ NO_VENV_REASON = (
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test of this directory is a conformance test; skip them all without the venv."""
+    """Every test of this directory is a conformance test; skip them all without the venv, unless
+    ``KVPROOF_CONFORMANCE_REQUIRED`` is set (CI, scripts/ci-conformance.sh): then that is an error."""
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.conformance)
             if not VENV_PYTHON.exists():
+                if os.environ.get("KVPROOF_CONFORMANCE_REQUIRED"):
+                    raise pytest.UsageError(NO_VENV_REASON)
                 item.add_marker(pytest.mark.skip(reason=NO_VENV_REASON))
 
 
@@ -147,6 +151,9 @@ class Report:
     disagreements: list[dict[str, Any]] = field(default_factory=list)
     coverage: dict[str, int] = field(default_factory=dict)  # generated cases only: key -> cases
     distinct: dict[str, set] = field(default_factory=dict)  # test -> canonical JSON of its geometries
+    #: requests over time (test_requests_parity.py): test -> [cases, workloads vLLM served, of them
+    #: with at least one preemption]
+    workloads: dict[str, list[int]] = field(default_factory=dict)
 
     def record(self, test: str, geometry: dict, differences: list[dict], vllm: dict | None = None) -> None:
         """One comparison (Hypothesis calls it for every example it tries)."""
@@ -161,6 +168,15 @@ class Report:
             for key in coverage_keys(geometry, vllm):
                 self.coverage[key] = self.coverage.get(key, 0) + 1
 
+    def record_workload(self, test: str, vllm: dict) -> None:
+        """The workload of one requests case as vLLM served it (its totals), counted per test."""
+        counts = self.workloads.setdefault(test, [0, 0, 0])
+        counts[0] += 1
+        totals = (vllm.get("workload") or {}).get("totals")
+        if totals is not None:
+            counts[1] += 1
+            counts[2] += totals["preemptions"] > 0
+
     def disagreement(self, test: str, geometry: dict, differences: list[dict]) -> None:
         """The final (shrunk, for Hypothesis) disagreement of a test."""
         self.disagreements.append({"test": test, "geometry": geometry, "differences": differences})
@@ -174,12 +190,20 @@ def report() -> Report:
     return REPORT_STATE
 
 
+def seeds(config) -> dict:
+    """The seeds of the session: Hypothesis' (``--hypothesis-seed``; null = a random one per test) and
+    the requests suite's (``KVPROOF_REQUESTS_SEED``, which also seeds its Hypothesis test)."""
+    return {"hypothesis": config.getoption("hypothesis_seed", None), "requests": REQUESTS_SEED,
+            "requests_seed_given": REQUESTS_SEED_GIVEN}
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = REPORT_STATE
     if not state.cases and not state.disagreements:
         return
     tr = terminalreporter
     tr.section("kvproof vs vLLM 0.33.0 conformance")
+    tr.write_line("seeds: " + ", ".join(f"{k} {v}" for k, v in seeds(config).items()))
     tr.write_line(f"cases run: {state.cases}, agreements: {state.agreements}, "
                   f"disagreeing cases: {state.cases - state.agreements} "
                   f"(Hypothesis counts every example it tried, shrinking included)")
@@ -193,6 +217,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     goldens = [v for t, v in state.by_test.items() if t.startswith("golden:")]
     if goldens:
         tr.write_line(f"  golden:*: {sum(c for c, _ in goldens)} cases, {sum(a for _, a in goldens)} agreements")
+    for test, (cases, served, preempting) in sorted(state.workloads.items()):
+        tr.write_line(f"workloads of {test}: {cases} cases, {served} workloads served by vLLM, "
+                      f"{preempting} of them preempting")
     if state.coverage:
         tr.write_line("coverage of the generated cases (cases per key):")
         for prefix in sorted({k.split(":")[0] for k in state.coverage}):
@@ -212,6 +239,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                       "distinct_by_test": distinct,
                                       "by_test": state.by_test,
                                       "coverage": dict(sorted(state.coverage.items())),
+                                      "workloads": {test: dict(zip(("cases", "served", "preempting"), counts))
+                                                    for test, counts in sorted(state.workloads.items())},
+                                      "seeds": seeds(config),
                                       "disagreements": state.disagreements},
                                      indent=1) + "\n")
         tr.write_line(f"report: {REPORT.relative_to(ROOT)}")

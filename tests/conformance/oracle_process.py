@@ -15,6 +15,11 @@ HERE = Path(__file__).resolve().parent
 ORACLE = HERE / "oracle.py"
 VENV_PYTHON = Path(os.environ.get("KVPROOF_ORACLE_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 ORACLE_TIMEOUT_S = float(os.environ.get("KVPROOF_ORACLE_TIMEOUT", "600"))
+#: ``KVPROOF_REQUESTS_SEED``: the seed of the requests suite's random workloads and, when given, of its
+#: Hypothesis test too (test_requests_parity.py); without it the random workloads use 20261129 and
+#: Hypothesis its own seed (``--hypothesis-seed``, or a random one).
+REQUESTS_SEED_GIVEN = bool(os.environ.get("KVPROOF_REQUESTS_SEED"))
+REQUESTS_SEED = int(os.environ.get("KVPROOF_REQUESTS_SEED") or "20261129")
 
 
 class OracleProcess:

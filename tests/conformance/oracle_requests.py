@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import os
 import re
@@ -238,6 +239,31 @@ def build_scheduler(vllm_config, kwargs: dict, chunk_tokens: int | None, max_num
         block_size=kwargs["scheduler_block_size"],
         hash_block_size=kwargs["hash_block_size"],
     )
+
+
+def threshold_refusal(vllm_config, chunk_tokens: int | None, max_model_len_before_fit: int) -> dict | None:
+    """vLLM's start-up check of the workload's long-prefill threshold: ``SchedulerConfig.__post_init__``
+    runs ``verify_max_model_len`` once, when ``EngineArgs.create_engine_config`` builds the config with the
+    model's length before any auto-fit (engine/arg_utils.py:2658-2683, config/scheduler.py:315, 355-360);
+    the auto-fit comes later (v1/core/kv_cache_planning.py:1545-1548) and nothing checks again. The
+    Scheduler built directly here skips ``__post_init__``, so vLLM's own method is run on a copy of the
+    config as it stood then: chunked prefill still on (the non-causal switch, core.py:266-280, comes
+    later), so of its checks only the threshold's can fire (the budget checks ran in oracle.plan when
+    the geometry states max_num_seqs; without it max_num_seqs <= max_num_batched_tokens, build_scheduler).
+    The ``ValueError`` it raises, as {"type", "message"}, or None."""
+    if not chunk_tokens:
+        return None
+    sc = copy.copy(vllm_config.scheduler_config)
+    sc.enable_chunked_prefill = True
+    sc.long_prefill_token_threshold = chunk_tokens
+    if sc.max_num_seqs is None or sc.max_num_seqs > sc.max_num_batched_tokens:
+        sc.max_num_seqs = min(256, sc.max_num_batched_tokens)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            sc.verify_max_model_len(max_model_len_before_fit)
+    except ValueError as exc:
+        return {"type": type(exc).__name__, "message": str(exc)}
+    return None
 
 
 def make_block_hasher(vllm_config, hash_block_size: int):
@@ -488,6 +514,10 @@ def run_geometry(doc: Any) -> dict:
                     if truncated:
                         out["simulation_truncated"] = True
             if sim["requests"] is not None:
+                refusal = threshold_refusal(vllm_config, sim["chunk_tokens"], doc["max_model_len"])
+                if refusal is not None:  # SchedulerConfig refuses to start: nothing is served
+                    out["workload"] = {"refused": refusal}
+                    return out
                 with serving_stage("workload_init"):
                     sched = build_scheduler(vllm_config, kwargs, sim["chunk_tokens"], doc.get("max_num_seqs") is not None)
                 with serving_stage("workload"):

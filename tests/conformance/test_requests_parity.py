@@ -10,6 +10,13 @@
 (b) Seeded random geometries with random single requests and workloads, oracle (live) against
     ``simulate_document``; ``KVPROOF_REQUESTS_RANDOM=N`` cases (default 40), seed
     ``KVPROOF_REQUESTS_SEED`` (default 20261129).
+(c) The bundled examples with a ``simulate`` block, live.
+(d) Hypothesis (``geometries_with_requests``: tight pools and crowded workloads included, so that
+    vLLM preempts); ``KVPROOF_REQUESTS_HYPOTHESIS=N`` examples (default 150), seeded by
+    ``KVPROOF_REQUESTS_SEED`` when it is given (else by ``--hypothesis-seed``, or at random).
+
+Every comparison is counted in the session report (conftest.py): cases, agreements, and per test the
+workloads vLLM served and how many of them preempted.
 
 Opt-in like the rest of the directory: ``python -m pytest -m conformance tests/conformance/test_requests_parity.py``.
 A kvproof side that does not produce these keys (yet) fails here, loudly: it is never a skip.
@@ -29,13 +36,13 @@ from typing import Any
 
 import pytest
 
-from oracle_process import HERE, MISSING, ROOT, VENV_PYTHON, OracleProcess, json_diff
+from oracle_process import HERE, MISSING, REQUESTS_SEED, REQUESTS_SEED_GIVEN, ROOT, VENV_PYTHON, OracleProcess, json_diff
 from oracle_process import short as _short
 
 REQUESTS = HERE / "requests"
 ORACLE_REQUESTS = HERE / "oracle_requests.py"
 RANDOM_CASES = int(os.environ.get("KVPROOF_REQUESTS_RANDOM", "40"))
-RANDOM_SEED = int(os.environ.get("KVPROOF_REQUESTS_SEED", "20261129"))
+RANDOM_SEED = REQUESTS_SEED
 
 pytestmark = pytest.mark.conformance
 
@@ -103,6 +110,14 @@ def compare(vllm: dict, kvproof: dict) -> list[dict]:
     return out
 
 
+def check(test: str, geometry: dict, vllm: dict, kvproof: dict, report) -> list[dict]:
+    """Compare, and count the case in the session report (its workload as vLLM served it too)."""
+    differences = compare(vllm, kvproof)
+    report.record(test, geometry, differences)
+    report.record_workload(test, vllm)
+    return differences
+
+
 def _format(what: str, geometry: dict, differences: list[dict]) -> str:
     lines = [f"kvproof disagrees with vLLM 0.33.0 ({what})", "geometry: " + json.dumps(geometry)]
     lines += [f"  {d['path']}: vLLM {d['vllm']} | kvproof {d['kvproof']}" for d in differences]
@@ -155,9 +170,12 @@ def test_request_golden_is_what_vllm_computes(path: Path, requests_oracle):
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
-def test_request_golden_simulated(path: Path, simulate_requests):
+def test_request_golden_simulated(path: Path, simulate_requests, report):
     geometry = json.loads(path.read_text())
-    differences = compare(json.loads(_expected(path).read_text()), simulate_requests(geometry))
+    differences = check("requests:golden", geometry, json.loads(_expected(path).read_text()),
+                        simulate_requests(geometry), report)
+    if differences:
+        report.disagreement(f"requests:golden:{path.stem}", geometry, differences)
     assert not differences, _format(f"golden {path.stem}, simulate_document", geometry, differences)
 
 
@@ -239,10 +257,11 @@ def random_geometry(seed: int) -> dict:
         g["num_gpu_blocks_override"] = groups * (max_len // g["block_size"] + 2) * rng.choice([1, 1, 2, 3, 8]) + 1
     sim: dict[str, Any] = {"max_steps": 3000}
     if rng.random() < 0.6:
-        # At most max_model_len: as the workload's long_prefill_token_threshold a larger value makes
-        # vLLM's SchedulerConfig refuse to start (config/scheduler.py:355-360), which the oracle's
-        # directly built Scheduler does not check (tests/sim/test_requests_document.py covers it).
-        sim["chunk_tokens"] = rng.choice([c for c in (16, 100, 256, 512, 1024, 4096) if c <= max_len])
+        # Usually at most max_model_len: as the workload's long_prefill_token_threshold a larger value
+        # makes vLLM's SchedulerConfig refuse to start (config/scheduler.py:355-360; the oracle runs
+        # that check, oracle_requests.threshold_refusal).
+        sim["chunk_tokens"] = rng.choice([c for c in (16, 100, 256, 512, 1024, 4096) if c <= max_len]
+                                         + [max_len + 1])
     if rng.random() < 0.6:
         sim["prompt_tokens"] = rng.randrange(1, max_len // 2)
         sim["decode_tokens"] = rng.randrange(0, 40)
@@ -265,10 +284,11 @@ def random_geometry(seed: int) -> dict:
 
 
 @pytest.mark.parametrize("case", range(RANDOM_CASES), ids=lambda i: f"seed{RANDOM_SEED + i}")
-def test_random_workload_live(case: int, requests_oracle, simulate_requests):
+def test_random_workload_live(case: int, requests_oracle, simulate_requests, report):
     geometry = random_geometry(RANDOM_SEED + case)
-    vllm = requests_oracle(geometry)
-    differences = compare(vllm, simulate_requests(geometry))
+    differences = check("requests:random", geometry, requests_oracle(geometry), simulate_requests(geometry), report)
+    if differences:
+        report.disagreement(f"requests:random:seed{RANDOM_SEED + case}", geometry, differences)
     assert not differences, _format(f"random seed {RANDOM_SEED + case}", geometry, differences)
 
 
@@ -278,9 +298,11 @@ EXAMPLES = sorted(p for p in (ROOT / "examples" / "geometries").glob("*.json") i
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_example_requests_live(path: Path, requests_oracle, simulate_requests):
+def test_example_requests_live(path: Path, requests_oracle, simulate_requests, report):
     geometry = json.loads(path.read_text())
-    differences = compare(requests_oracle(geometry), simulate_requests(geometry))
+    differences = check("requests:example", geometry, requests_oracle(geometry), simulate_requests(geometry), report)
+    if differences:
+        report.disagreement(f"requests:example:{path.stem}", geometry, differences)
     assert not differences, _format(f"example {path.name}", geometry, differences)
 
 
@@ -289,19 +311,48 @@ def test_example_requests_live(path: Path, requests_oracle, simulate_requests):
 HYPOTHESIS_CASES = int(os.environ.get("KVPROOF_REQUESTS_HYPOTHESIS", "150"))
 
 
-def test_generated_geometries_and_workloads_live(requests_oracle, simulate_requests):
-    """``kvproof.fuzz.strategies.geometries_with_requests`` (all eight model families, small pools,
-    max_num_seqs limits, single requests and workloads): kvproof == vLLM on every drawn case,
-    refusals and vLLM's own raises included."""
-    from hypothesis import HealthCheck, given, settings
+def test_generated_geometries_and_workloads_live(requests_oracle, simulate_requests, report):
+    """``kvproof.fuzz.strategies.geometries_with_requests`` (all eight model families, tight and small
+    pools, crowded workloads, max_num_seqs limits, single requests and workloads): kvproof == vLLM on
+    every drawn case, refusals and vLLM's own raises included. The final (shrunk) disagreement goes
+    to the session report with its geometry and differing keys."""
+    from hypothesis import HealthCheck, given, note, seed, settings
 
     from kvproof.fuzz.strategies import geometries_with_requests
+
+    test = "requests:generated"
+    last: list[tuple[dict, list[dict]]] = []
 
     @settings(max_examples=HYPOTHESIS_CASES, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(geometries_with_requests())
     def agree(geometry):
-        differences = compare(requests_oracle(geometry), simulate_requests(geometry))
+        differences = check(test, geometry, requests_oracle(geometry), simulate_requests(geometry), report)
+        if differences:
+            last[:] = [(geometry, differences)]  # the final replay is the shrunk example
+            note(_format("generated", geometry, differences))
         assert not differences, _format("generated", geometry, differences)
 
-    agree()
+    if REQUESTS_SEED_GIVEN:
+        agree = seed(REQUESTS_SEED)(agree)
+    try:
+        agree()
+    finally:
+        for geometry, differences in last:
+            report.disagreement(test, geometry, differences)
+
+
+# --- (e) the long-prefill threshold against the length before auto-fit, live ----------------------
+
+def test_threshold_above_the_length_before_auto_fit_is_refused_live(requests_oracle, simulate_requests, report):
+    """vLLM checks the workload's threshold once, against max_model_len before auto-fit
+    (config/scheduler.py:315, 355-360; oracle_requests.threshold_refusal): 2,048 over the fitted 1,008
+    is served (golden autofit_threshold_above_fitted_len), 4,097 over the 4,096 before fitting is not."""
+    geometry = json.loads((REQUESTS / "autofit_threshold_above_fitted_len.json").read_text())
+    geometry["simulate"]["chunk_tokens"] = 4097
+    vllm = requests_oracle(geometry)
+    assert vllm["workload"] == {"refused": {
+        "type": "ValueError",
+        "message": "long_prefill_token_threshold (4097) cannot be greater than the max_model_len (4096)."}}
+    differences = check("requests:threshold", geometry, vllm, simulate_requests(geometry), report)
+    assert not differences, _format("threshold before auto-fit", geometry, differences)

@@ -55,6 +55,21 @@ def test_a_threshold_above_max_model_len_is_vllms_start_up_refusal(tmp_path, cap
     assert "cannot be greater than the max_model_len (8192)" in capsys.readouterr().out
 
 
+def test_the_threshold_is_checked_against_the_length_before_auto_fit() -> None:
+    """vLLM checks long_prefill_token_threshold once, when SchedulerConfig is built with the length
+    before auto-fit (config/scheduler.py:315, 355-360); the fit (kv_cache_planning.py:1545-1548) comes
+    later. A threshold above the fitted length is served (golden: tests/conformance/requests/
+    autofit_threshold_above_fitted_len), one above the length before fitting is refused."""
+    golden = Path(__file__).resolve().parents[1] / "conformance" / "requests"
+    doc = json.loads((golden / "autofit_threshold_above_fitted_len.json").read_text())
+    result = simulate_document(doc)
+    assert result["max_model_len"] == 1008 < doc["simulate"]["chunk_tokens"] == 2048
+    assert result["workload"]["totals"]["finished"] == 1
+    doc["simulate"]["chunk_tokens"] = 4097
+    assert simulate_document(doc)["workload"]["refused"]["message"] == (
+        "long_prefill_token_threshold (4097) cannot be greater than the max_model_len (4096).")
+
+
 @pytest.mark.parametrize(
     ("simulate", "path", "message"),
     [
