@@ -32,6 +32,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "CK": ("checkpoint_counts", "checkpoint counts"),
     "PC": ("prefix_caching", "prefix caching and block sizes"),
     "PF": ("profile_fields", "profile fields"),
+    "RS": ("record_sets", "record sets"),
+    "PA": ("profile_records", "profile against records"),
+    "CA": ("profile_capacity", "profile capacity"),
 }
 
 DocumentKind = Literal["profile", "worker", "scheduler", "bundle"]
