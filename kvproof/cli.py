@@ -151,6 +151,35 @@ def synth(geometry: str, output: str) -> None:
     sys.exit(run(geometry, output))
 
 
+@cli.command(name="import")
+@click.argument("phase_dirs", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the profile here (only when every rule accepts).")
+@click.option("--verify", type=click.Path(dir_okay=False), help="Check this profile against the records instead.")
+@click.option("--probe", multiple=True, type=click.Path(), help="Records of the accepted probe; each phase is compared with them.")
+@click.option("--model", help="The model name, when the records name none.")
+def import_command(phase_dirs: tuple[str, ...], output: str | None, verify: str | None, probe: tuple[str, ...],
+                   model: str | None) -> None:
+    """Import the record sets of a probe's phases into an FPM profile (docs/import.md).
+
+    Every rule runs over the phases as one record set; only when all accept is the profile
+    written. Exit 0 written (or verified), 1 refused (nothing written), 2 bad input."""
+    from .commands.import_ import run
+
+    sys.exit(run(phase_dirs, output, probe, verify, model))
+
+
+@cli.command(name="plan")
+@click.argument("profile", type=click.Path(dir_okay=False))
+@click.option("--tokens", type=click.IntRange(min=1), default=None, help="Request length [default: max_model_len].")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def plan_command(profile: str, tokens: int | None, fmt: str) -> None:
+    """What a profile's consumer sees: one request's blocks and bytes per group, the pool and the
+    start-up concurrency. Exit 0, 1 the profile is refused, 2 bad input."""
+    from .commands.plan import run
+
+    sys.exit(run(profile, tokens, fmt))
+
+
 @cli.command(name="rules")
 @click.argument("ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)

@@ -136,6 +136,15 @@ def _positive(edit: Edit, tree: Any) -> bool:
     return type(edit.value) is int and edit.value > 0
 
 VALID_VARIANTS: tuple[Explanation, ...] = (
+    # ---- the scheduler process's Mamba block (seed 001: 16 next to the workers' 2,176)
+    Explanation("ResolvedConfig", "mamba_block_size", "any value in a scheduler record: the multiprocess executor "
+                "aligns the Mamba block in the worker processes only (multiproc_executor.py:802), so no rule "
+                "reads the scheduler's (RS012 judges the workers')",
+                when=lambda edit, tree: isinstance(tree, dict) and tree.get("kind") == "scheduler"),
+    # ---- a profile's scheduler envelope
+    *(Explanation("Resources", field, f"any positive {field}: a profile alone has no records to compare with "
+                  f"(CA002/CA003 refuse 0; next to its records {rule} refuses any other value)")
+      for field, rule in (("max_num_tokens", "PA017"), ("max_batch_size", "PA018"))),
     # ---- identity of a record within a record set
     *(Explanation(owner, field, "any DP/TP/PP rank: ranks only pair records of one set; a record whose "
                   "partners are not in the set is checked alone (the rules of a worker read no rank)")
@@ -284,10 +293,12 @@ KNOWN_SYNTH_REFUSALS: tuple[tuple[str, frozenset[str], Callable[[Any], bool], st
 
 
 def known_synth_refusal(rules: set[str], plan: Any) -> tuple[str, str] | None:
-    """``(finding ID, reason)`` when a synthesized record set's refusal is a known finding."""
-    for finding, expected, predicate, reason in KNOWN_SYNTH_REFUSALS:
-        if rules and rules <= expected and predicate(plan):
-            return finding, reason
+    """``(finding ID, reason)`` when a synthesized record set's refusal is a known finding (or
+    several: a geometry can hit two of them, e.g. F020 and F019, IDs joined by ``+``)."""
+    found = [(finding, expected, reason) for finding, expected, predicate, reason in KNOWN_SYNTH_REFUSALS
+             if predicate(plan)]
+    if rules and found and rules <= frozenset().union(*(expected for _, expected, _ in found)):
+        return "+".join(f for f, _, _ in found), "; ".join(r for _, _, r in found)
     return None
 
 

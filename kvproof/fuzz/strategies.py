@@ -249,7 +249,10 @@ def mamba_state(draw) -> dict:
     ssm_dtype = draw(st.sampled_from(["bfloat16", "float32"]))
     fields: dict[str, Any] = {"shapes": [conv, ssm], "dtypes": ["bfloat16", ssm_dtype],
                               "mamba_type": draw(st.sampled_from(["MAMBA2", "GDN_ATTN", "MAMBA1"]))}
-    checkpoint = draw(st.sampled_from(["mamba2", "kda_flash", "none"]))
+    # the checkpoint a layer of that type gets in vLLM 0.33.0 (CK004): Mamba2 alignment 1,
+    # KDA (a GDN type) FlashKDA's 16, Mamba1 none
+    checkpoint = draw(st.sampled_from({"MAMBA2": ["mamba2", "none"], "GDN_ATTN": ["kda_flash", "none"],
+                                       "MAMBA1": ["none"]}[fields["mamba_type"]]))
     if checkpoint == "mamba2":
         fields.update(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1)
     elif checkpoint == "kda_flash":

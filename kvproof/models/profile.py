@@ -14,7 +14,8 @@ import attrs
 
 from .codec import ABSENT, SignedInt
 
-__all__ = ["PROFILE_SCHEMA", "CacheGroup", "RuntimeMemory", "Resources", "Profile"]
+__all__ = ["PROFILE_SCHEMA", "CacheGroup", "RuntimeMemory", "Resources", "Profile", "RecordSource", "PhaseSource",
+           "PhaseValue", "PhaseDifference", "ImportProvenance"]
 
 PROFILE_SCHEMA = "kvproof/profile/v1"
 
@@ -66,6 +67,44 @@ class Resources:
 
 
 @attrs.define
+class RecordSource:
+    """One record an import read: its path relative to its phase directory and its SHA-256."""
+
+    path: str
+    sha256: str
+
+
+@attrs.define
+class PhaseSource:
+    phase: str | None
+    records: list[RecordSource]
+
+
+@attrs.define
+class PhaseValue:
+    phase: str | None
+    value: int
+
+
+@attrs.define
+class PhaseDifference:
+    """A record value that differs between the imported phases (``path`` in the records)."""
+
+    path: str
+    values: list[PhaseValue]
+
+
+@attrs.define
+class ImportProvenance:
+    """What ``kvproof import`` read (docs/import.md)."""
+
+    tool: str
+    vllm_version: str
+    phases: list[PhaseSource]
+    phase_geometry_differences: list[PhaseDifference]
+
+
+@attrs.define
 class Profile:
     """An FPM profile document."""
 
@@ -73,3 +112,4 @@ class Profile:
     model: str
     resources: Resources
     description: str | None = ABSENT
+    provenance: ImportProvenance | None = ABSENT

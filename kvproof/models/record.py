@@ -27,7 +27,7 @@ __all__ = [
     "RECORD_SCHEMA", "Runtime", "ResolvedConfig", "PrefixCachingEvidence", "LayerSpec",
     "StateEvidence", "WorkerGroup", "SchedulerGroup", "Storage", "TensorAllocation", "LayerView",
     "AttentionGroup", "ModelRunner", "WorkerCache", "SchedulerCache", "WorkerRecord",
-    "SchedulerRecord", "Record",
+    "SchedulerRecord", "Record", "RawCacheConfig",
 ]
 
 RECORD_SCHEMA = "kvproof/record/v1"
@@ -78,6 +78,23 @@ class ResolvedConfig:
     speculative_method: str | None = ABSENT
     is_kv_transfer_instance: bool | None = ABSENT
     mamba_stochastic_rounding: bool | None = ABSENT
+
+
+@attrs.define
+class RawCacheConfig:
+    """``vllm_config.cache_config`` as the probe dumped it in this process (config/cache.py).
+
+    The settings it shares with ``resolved_config`` must agree with them (RS rules);
+    ``gpu_memory_utilization`` is what the profile's runtime memory records."""
+
+    block_size: Scalar = ABSENT
+    gpu_memory_utilization: Scalar = ABSENT
+    enable_prefix_caching: Scalar = ABSENT
+    mamba_cache_mode: str | None = ABSENT
+    mamba_block_size: Scalar = ABSENT
+    num_gpu_blocks_override: Scalar = ABSENT
+    prefix_match_unit: Scalar = ABSENT
+    cache_dtype: str | None = ABSENT
 
 
 @attrs.define
@@ -263,6 +280,10 @@ class WorkerRecord:
     cache: WorkerCache
     phase: str | None = ABSENT
     prefix_caching: PrefixCachingEvidence | None = ABSENT
+    #: The served model (``model_config.model``) and the SHA-256 of its loaded configuration.
+    model: str | None = ABSENT
+    model_config_sha256: str | None = ABSENT
+    raw_cache_config: RawCacheConfig | None = ABSENT
 
 
 @attrs.define
@@ -275,6 +296,10 @@ class SchedulerRecord:
     cache: SchedulerCache
     phase: str | None = ABSENT
     prefix_caching: PrefixCachingEvidence | None = ABSENT
+    #: The served model (``model_config.model``) and the SHA-256 of its loaded configuration.
+    model: str | None = ABSENT
+    model_config_sha256: str | None = ABSENT
+    raw_cache_config: RawCacheConfig | None = ABSENT
 
 
 Record = WorkerRecord | SchedulerRecord

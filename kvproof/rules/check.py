@@ -27,6 +27,9 @@ class Bundle:
     """The documents checked together (cross-record rules bind over it)."""
 
     documents: tuple[Document, ...]
+    #: The documents are one import's whole record set (every phase it reads): the RS rules judge
+    #: it as one however few records it holds (``kvproof import``).
+    whole: bool = False
 
     def of_kind(self, kind: str) -> list[Document]:
         """The checked documents of a kind (an accepted probe's records are not among them)."""
@@ -41,10 +44,13 @@ def _related(a: str, b: str) -> bool:
     return longer.startswith(shorter) and longer[len(shorter)] in ".["
 
 
-def bundles(documents: tuple[Document, ...]) -> list[Bundle]:
+def bundles(documents: tuple[Document, ...], whole: bool = False) -> list[Bundle]:
     """The record sets checked together: the checked documents of one directory (a probe run or a
-    phase writes one directory of records), each with every probe document."""
+    phase writes one directory of records), each with every probe document; with ``whole`` every
+    checked document in one bundle (an import's phases and the profile it derived)."""
     probes = tuple(d for d in documents if d.role == "probe")
+    if whole:
+        return [Bundle(tuple(d for d in documents if d.role != "probe") + probes, whole=True)]
     by_directory: dict[str, list[Document]] = {}
     for document in documents:
         if document.role != "probe":
@@ -61,14 +67,15 @@ def _targets(rule: Rule, documents: tuple[Document, ...], groups: list[Bundle]) 
             yield document.file, document.obj
 
 
-def check(documents: Iterable[Document], rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
-    """All diagnostics for the documents, in rule order then binding order."""
+def check(documents: Iterable[Document], rules: Iterable[Rule] | None = None, whole: bool = False) -> list[Diagnostic]:
+    """All diagnostics for the documents, in rule order then binding order (``whole``: the
+    checked documents are one record set, see :func:`bundles`)."""
     with concrete_only(), binding_memo():
-        return _check(tuple(documents), rules)
+        return _check(tuple(documents), rules, whole)
 
 
-def _check(documents: tuple[Document, ...], rules: Iterable[Rule] | None) -> list[Diagnostic]:
-    groups = bundles(documents)
+def _check(documents: tuple[Document, ...], rules: Iterable[Rule] | None, whole: bool = False) -> list[Diagnostic]:
+    groups = bundles(documents, whole)
     twins = _twins(documents)
     failed: dict[str, list[tuple[str | None, str]]] = {}
     diagnostics: list[Diagnostic] = []

@@ -9,10 +9,10 @@ start-up sizing ``page * (2 + k + c)`` in align mode (``v1/kv_cache_interface.py
 
 from __future__ import annotations
 
-from ..logic import And, HasKey, Implies, IntIs, Not, Or, Present, SameScalar
+from ..logic import And, HasKey, If, Implies, IntIs, Not, Or, Present, SameScalar, ValueOf, mod
 from ..models.codec import ABSENT
-from .common import is_mamba_group, layer_specs_of, worker_groups
-from .core import rule
+from .common import is_mamba_group, layer_list, layer_specs_of, worker_groups
+from .core import Instance, binding, rule
 
 _SOURCE = (
     "vllm/models/glm5next/common/kda.py:168-176, vllm/model_executor/layers/mamba/kda_checkpoint.py:9-10, "
@@ -91,3 +91,58 @@ def checkpoint_evidence_consistent(group):
         for spec in layer_specs_of(group)
     ]
     return Implies(is_mamba_group(group), And(per_group, *per_layer))
+
+
+#: The alignments vLLM 0.33.0's Mamba layers give with one checkpoint block, by ``mamba_type``.
+_ALIGNMENT_SOURCE = (
+    "vllm/model_executor/layers/mamba/kda_checkpoint.py:9-10 (FlashKDA: 16), mamba_mixer2.py:1108-1118 (Mamba2: 1), "
+    "gdn/qwen_gdn_linear_attn.py:745-750 and abstract.py:116-129 (GDN: the checkpoint grid), "
+    "models/qwen4_exp/nvidia/ple_layer.py:215-220 (short conv: the grid)"
+)
+
+
+@binding("worker")
+def mamba_groups_with_settings(record):
+    """Every Mamba group of a worker record with its resolved settings and its layers' Mamba type."""
+    config = record.resolved_config
+    for index, group in enumerate(record.cache.groups):
+        types = sorted({spec.mamba_type for spec in layer_specs_of(group)
+                        if spec.spec_type == "MambaSpec" and spec.mamba_type not in (ABSENT, None)})
+        if len(types) == 1:
+            yield Instance(f"$.cache.groups[{index}]", (group, config, types[0]),
+                           {"layers": layer_list(group.layer_names), "type": types[0],
+                            "value": _alignment(group) if _alignment(group) is not ABSENT else "nothing"})
+
+
+def _grid(config, alignment):
+    """``get_mamba_prefill_checkpoint_grid``: ``mamba_block_size`` without a prefix_match_unit,
+    else a multiple of it (``lcm(prefix_match_unit, alignment)``)."""
+    unit = config.prefix_match_unit
+    return If(Present(unit), And(ValueOf(unit) > 0, mod(alignment, ValueOf(unit)) == 0),
+              IntIs(config.mamba_block_size, lambda n: n == alignment))
+
+
+@rule(
+    id="CK004",
+    message="mamba prefill checkpoint alignment {value} is not one a vLLM 0.33.0 {type} backend gives: {layers}",
+    over=mamba_groups_with_settings,
+    field="state.prefill_checkpoint_alignment",
+    after=("CK001", "CK002", "CK003"),
+    source=_ALIGNMENT_SOURCE,
+)
+def alignment_is_the_backends(group, config, mamba_type):
+    """A group with one checkpoint block has the alignment its layer type's backend writes:
+    Mamba2 1; GDN (KDA included: the records do not name the KDA backend, and vLLM's GDN and KDA
+    layers share the type) FlashKDA's 16 or the checkpoint grid; short conv the grid; no other
+    type writes one. Seed 001 accepted any positive number."""
+    alignment = _alignment(group)
+    value = ValueOf(alignment)
+    if mamba_type == "MAMBA2":
+        allowed = value == 1
+    elif mamba_type == "GDN_ATTN":
+        allowed = Or(value == 16, _grid(config, value))
+    elif mamba_type == "SHORT_CONV":
+        allowed = _grid(config, value)
+    else:
+        allowed = False
+    return Implies(IntIs(_count(group), lambda n: n == 1), allowed)

@@ -33,6 +33,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "PC": ("prefix_caching", "prefix caching and block sizes"),
     "PF": ("profile_fields", "profile fields"),
     "SS": ("state_support", "ReplaySSM / RecoverSSM state support"),
+    "RS": ("record_sets", "record sets"),
+    "PA": ("profile_records", "profile against records"),
+    "CA": ("profile_capacity", "profile capacity"),
 }
 
 DocumentKind = Literal["profile", "worker", "scheduler", "bundle"]

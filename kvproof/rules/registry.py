@@ -10,7 +10,10 @@ from . import (  # noqa: F401 - importing declares the rules
     block_ownership,
     checkpoint_counts,
     prefix_caching,
+    profile_capacity,
     profile_fields,
+    profile_records,
+    record_sets,
     spec_classes,
     startup_concurrency,
     state_support,
@@ -47,6 +50,15 @@ RULE_ORDER: tuple[str, ...] = (
     "PF001", "PF002", "PF003", "PF004", "PF005", "PF006", "PF007", "PF008", "PF009", "PF010",
     "PF011", "PF012", "PF013", "PF014", "PF015", "PF016", "PF017", "PF018", "PF019", "PF020",
     "PF021", "PF022", "PF023", "PF024",
+    # RS: a record set holds every rank once and agrees with itself; a record's own settings
+    "RS001", "RS002", "RS003", "RS004", "RS005", "RS006", "RS007", "RS008", "RS009", "RS010", "RS011", "RS012", "RS013",
+    # PA: a profile next to its records holds the values they give (check, kvproof import)
+    "PA001", "PA002", "PA003", "PA004", "PA005", "PA006", "PA007", "PA008", "PA009", "PA010", "PA011", "PA012",
+    "PA013", "PA014", "PA015", "PA016", "PA017", "PA018", "PA019",
+    # CA: a profile alone admits one request and can schedule
+    "CA001", "CA002", "CA003",
+    # CK004: the checkpoint alignment is the one vLLM's backend gives (seed 001's known limit)
+    "CK004",
 )
 
 #: Retired IDs and why; they are never reused.

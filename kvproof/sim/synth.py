@@ -35,8 +35,11 @@ class SynthesizedRecords:
     plan: Plan
 
     def files(self) -> list[tuple[str, Any]]:
-        """``(file name, record)`` pairs, named as the probe names its records."""
-        out = [(f"worker-dp0-tp0-pp{w.pp_rank}.json", w) for w in self.workers]
+        """``(file name, record)`` pairs, named as the probe names its records: every TP rank of
+        every stage (the ranks of a stage hold the same cache, so each is its stage's record)."""
+        tp = self.scheduler.resolved_config.tensor_parallel_size
+        ranks = range(tp if isinstance(tp, int) and tp > 0 else 1)
+        out = [(f"worker-dp0-tp{t}-pp{w.pp_rank}.json", attrs.evolve(w, tp_rank=t)) for w in self.workers for t in ranks]
         return out + [("scheduler-dp0.json", self.scheduler)]
 
 
@@ -196,6 +199,15 @@ def _layout(result: Plan):
     return layout_from_name(result.layout)
 
 
+def _max_num_seqs(settings) -> int:
+    """The engine's ``max_num_seqs``: the geometry's, else EngineArgs' default capped at
+    ``max_num_batched_tokens`` (as the scheduler port, ``SchedulerState.from_plan``)."""
+    from .scheduler import DEFAULT_MAX_NUM_SEQS
+
+    value = getattr(settings, "max_num_seqs", None)
+    return value if value is not None else min(DEFAULT_MAX_NUM_SEQS, settings.max_num_batched_tokens)
+
+
 def _resolved(result: Plan, mamba_block_size: Any) -> r.ResolvedConfig:
     s = result.settings
     return r.ResolvedConfig(
@@ -203,6 +215,7 @@ def _resolved(result: Plan, mamba_block_size: Any) -> r.ResolvedConfig:
         enable_prefix_caching=s.enable_prefix_caching, max_num_batched_tokens=s.max_num_batched_tokens,
         mamba_cache_mode=s.mamba_cache_mode if s.has_mamba else None, mamba_block_size=_opt(mamba_block_size),
         prefix_match_unit=s.prefix_match_unit, async_scheduling=s.async_scheduling,
+        max_num_seqs=_max_num_seqs(s),
         max_in_flight_tokens=s.max_in_flight_tokens, num_speculative_tokens=s.num_speculative_tokens,
         tensor_parallel_size=s.tp, pipeline_parallel_size=s.pipeline_parallel_size, decode_context_parallel_size=s.dcp,
         num_gpu_blocks_override=_opt(s.num_gpu_blocks_override),

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 
 from kvproof.fuzz.explained import known_synth_refusal
-from kvproof.fuzz.importer import profile_of, profiles, record_sets
+from kvproof.fuzz.importer import profile_of, record_sets
 from kvproof.models.codec import dumps, unstructure
 from kvproof.models.documents import load_bytes, load_path
 from kvproof.rules.check import check
@@ -29,10 +29,20 @@ def test_glm_example_profile_is_the_importers_profile_of_its_records() -> None:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(profiles())
-def test_every_imported_profile_is_accepted(profile) -> None:
+@given(record_sets())
+def test_every_imported_profile_is_accepted(synthesized) -> None:
+    try:
+        profile = profile_of(synthesized.scheduler, synthesized.workers)
+    except ValueError:  # pool blocks that differ across stages (RS010)
+        return
     document = load_bytes(dumps(unstructure(profile)), "synth/profile.json")
     diagnostics = check([document])
+    chunked = any((g.spec.spec_type if g.spec else g.spec_type) == "ChunkedLocalAttentionSpec"
+                  for g in synthesized.scheduler.cache.groups)
+    if chunked and {d.rule for d in diagnostics} == {"CA001"}:
+        # a profile has no chunk field: a chunked-local group reads as full attention, which can
+        # need more than vLLM's pool holds; the import gate refuses it (docs/import.md)
+        return
     assert diagnostics == [], [d.render() for d in diagnostics]
 
 

@@ -429,6 +429,8 @@ def _document_reader_calls(path: Path, out: Path) -> dict[str, tuple]:
         "explore": ("explore", path, "--minimize", "1"),
         "fuzz": ("fuzz", "--examples", "0", "--out", out / "fuzz", path),
         "prove --examples": ("prove", "PF010", "--examples", examples),
+        "import": ("import", examples / "set", "-o", out / "profile.json"),
+        "plan": ("plan", path),
     }
 
 
@@ -456,6 +458,31 @@ def test_big_and_unreadable_inputs_at_every_document_reader(tmp_path, special) -
         run.assert_handled(codes=(2,))
         if special == "fifo":
             assert run.seconds < 20, name
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["file"] for case in CASES])
+def test_every_corpus_file_through_import_and_plan(tmp_path, capsys, case) -> None:
+    """Each corpus file as the only document of a phase, and as plan's profile: exit 1 or 2 with
+    a diagnostic, no traceback, and import writes nothing."""
+    phase = tmp_path / "phase"
+    phase.mkdir()
+    (phase / case["file"]).write_bytes((CORPUS / case["file"]).read_bytes())
+    for args in (["import", str(phase), "-o", str(tmp_path / "profile.json")], ["plan", str(CORPUS / case["file"])]):
+        code = main(args)
+        out, err = capsys.readouterr()
+        assert code in (1, 2), (args, out, err)
+        assert (out + err).strip() and "Traceback" not in out + err and "internal error" not in out + err
+    assert not (tmp_path / "profile.json").exists()
+
+
+def test_import_cannot_write_its_output(tmp_path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["import", str(EXAMPLES / "minimax-m27-tp4"), "-o", str(blocker / "profile.json")]) == 2
+    out, err = capsys.readouterr()
+    assert "kvproof import: cannot write" in err and "Traceback" not in out + err
+    assert main(["import", str(tmp_path / "missing"), "-o", str(tmp_path / "p.json")]) == 2
+    assert "not a directory" in capsys.readouterr().out
 
 
 def test_synth_cannot_write_its_output(tmp_path, capsys) -> None:
@@ -627,6 +654,9 @@ ENTRY_POINTS = {
     "claim": "bad expressions, claims files (binary, FIFO, missing), shapes, timeouts; out of time -> 3",
     "explore": "the corpus as template, 100 MB, nesting, FIFO, objective escapes, bad --open and timeouts",
     "fuzz": "the corpus, 100 MB, nesting, FIFO, /dev/zero, missing paths and fixtures",
+    "import": "the corpus as a phase, 100 MB, nesting, ten million elements, FIFO, /dev/zero, no records, "
+              "unwritable output",
+    "plan": "the corpus, 100 MB, nesting, ten million elements, FIFO, /dev/zero",
 }
 
 

@@ -71,7 +71,10 @@ def cases():
          [("PF003", f"{G}[4].blocks_per_request", "only state cache groups can have blocks_per_request")]),
         ("PF004", "count_past_u32", profile, [(rg + [0, "blocks_per_request"], 2**32)],
          [("PF004", f"{G}[0].blocks_per_request", "blocks_per_request must not exceed 2**32 - 1")]),
-        ("PF004", "good_count_at_u32", profile, [(rg + [0, "blocks_per_request"], 2**32 - 1)], []),
+        # one ring group of 1-byte pages and a pool of 2**32 - 1 of them: the count at the bound
+        # still admits one request (CA001)
+        ("PF004", "good_count_at_u32", profile, [(rg, lambda g: [dict(g[5], page_size_bytes=1, blocks_per_request=2**32 - 1)]),
+                                                 (rm + ["kv_cache_bytes"], 2**32 - 1)], []),
         ("PF005", "attention_checkpoint", profile, [(rg + [4, "prefill_checkpoint_blocks"], 0)],
          [("PF005", f"{G}[4].prefill_checkpoint_blocks", "only state cache groups can have prefill_checkpoint_blocks")]),
         ("PF006", "two_checkpoints", profile, [(rg + [0, "prefill_checkpoint_blocks"], 2)],
@@ -115,7 +118,8 @@ def cases():
         ("PF021", "good_state_and_attention_groups_share_the_pool_block", profile, [], []),
         ("PF022", "kv_bytes_one_byte_short", profile, [(rm + ["kv_cache_bytes"], 185126092799)],
          [("PF022", f"{RM}.kv_cache_bytes", "kv_cache_bytes must be a whole number of pool blocks")]),
-        ("PF022", "good_one_pool_block", profile, [(rm + ["kv_cache_bytes"], 13516800)], []),
+        # 495 pool blocks: what one request at max_model_len needs (CA001 refuses one block)
+        ("PF022", "good_495_pool_blocks", profile, [(rm + ["kv_cache_bytes"], 495 * 13516800)], []),
         ("PF023", "grouped_without_groups", profile, [(["resources", "cache_groups"], DELETE)],
          [("PF023", "$.resources.cache_layout", "linear cache requires kv_bytes_per_token only; grouped cache requires cache_groups without a scalar token rate")]),
         ("PF023", "grouped_with_no_group", profile, [(["resources", "cache_groups"], [])],
@@ -486,6 +490,8 @@ def set_cases():
     """(rule, case, {file: (base, edits)}, {probe file: (base, edits)}, expected[(file, rule, path, message)])."""
     worker = json.loads(MM_WORKER.read_text())
     scheduler = json.loads(MM_SCHEDULER.read_text())
+    for record in (worker, scheduler):  # one worker is a whole record set at TP 1 (RS005)
+        record["resolved_config"]["tensor_parallel_size"] = 1
     sched = "prefill scheduler dp0"
     names = worker["cache"]["groups"][0]["layer_names"]
     decode = [(["phase"], "decode")]

@@ -16,10 +16,17 @@ def test_minimize_an_open_field_subject_to_every_rule(capsys, tmp_path) -> None:
                  "--open", "$.resources.runtime_memory.kv_cache_bytes", "--format", "json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["status"] == "optimal"
-    # PF018: positive kv_cache_bytes; PF022: whole pool blocks (the first group's page), so one block
-    block = tree["resources"]["cache_groups"][0]["page_size_bytes"]
-    assert report["value"] == block
-    assert report["document"]["resources"]["runtime_memory"]["kv_cache_bytes"] == block
+    # PF022: whole pool blocks; CA001: as many as one request at max_model_len needs at start-up
+    # (MiniMax-M2.7: cdiv(8192, 16) = 512 blocks of one group)
+    from kvproof.models.documents import load_tree
+    from kvproof.rules.profile_capacity import startup_request_bytes
+
+    profile = load_tree(tree).obj
+    need = startup_request_bytes(profile.resources.cache_groups, profile.resources.runtime_memory,
+                                 profile.resources.max_num_tokens)
+    assert need == 512 * tree["resources"]["cache_groups"][0]["page_size_bytes"]
+    assert report["value"] == need
+    assert report["document"]["resources"]["runtime_memory"]["kv_cache_bytes"] == need
 
 
 def test_geometry_templates_are_refused_with_a_note(capsys, examples) -> None:
