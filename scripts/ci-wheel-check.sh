@@ -21,7 +21,7 @@ timed() {  # timed LABEL CMD...: run, print the wall time, keep the exit code
     local start end code
     start=$(date +%s%N); "$@"; code=$?; end=$(date +%s%N)
     local tenths=$(( (end - start) / 100000000 ))
-    printf '   %s: %d.%d s (exit %d)\n' "$label" $((tenths / 10)) $((tenths % 10)) "$code"
+    printf '   %s: %d.%d s (exit %d)\n' "$label" $((tenths / 10)) $((tenths % 10)) "$code" >&2  # stdout may be a report
     return $code
 }
 
@@ -34,7 +34,11 @@ echo "   $(basename "$WHEEL"): $COUNT example documents as package data"
 
 step "install it in a fresh venv"
 timed "venv" "$PYTHON" -m venv "$WORK/venv" || exit 2
-timed "pip install" "$WORK/venv/bin/pip" install --quiet --disable-pip-version-check "$WHEEL" || exit 2
+pip_install() {  # pip's warnings about the configured index go to a log, shown if it fails
+    "$WORK/venv/bin/pip" install --quiet --disable-pip-version-check "$WHEEL" 2> "$WORK/pip.log" \
+        || { cat "$WORK/pip.log"; return 1; }
+}
+timed "pip install" pip_install || exit 2
 
 mkdir "$WORK/empty"
 run_wheel() { (cd "$WORK/empty" && env -u PYTHONPATH "$WORK/venv/bin/kvproof" "$@"); }
