@@ -230,9 +230,10 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.argument("rule_ids", nargs=-1)
 @click.option("--all", "all_rules", is_flag=True, help="Every rule of the registry.")
 @click.option("--max-shape", help="Shape bound [default: groups=2,layers=2,workers=1,mutations=60].")
-@click.option("--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per solver call.")
+@click.option("--timeout", type=SECONDS, default=60.0, show_default=True,
+              help="Wall-clock safety net per solver call (the budget that decides is --rlimit).")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
-              help="Deterministic z3 resource limit per solver call [default: 40000000].")
+              help="Deterministic z3 resource limit per solver call [default: 5000000].")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--witness-dir", type=click.Path(file_okay=False), help="Write every witness here (RULE.json or RULE/).")
 @click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")

@@ -56,8 +56,10 @@ class FuzzRun:
 
 
 def default_paths() -> list[str]:
-    """The bundled examples of a source checkout (records, profiles and geometries)."""
-    root = Path(__file__).resolve().parents[2] / "examples"
+    """The bundled examples (package data: records, profiles and geometries)."""
+    from ..solver.shapes import examples_dir
+
+    root = examples_dir()
     return [str(root)] if root.is_dir() else []
 
 

@@ -12,7 +12,7 @@ def run(
     rule_ids: tuple[str, ...] = (),
     all_rules: bool = False,
     max_shape: str | None = None,
-    timeout: float = 10.0,
+    timeout: float = 60.0,
     fmt: str = "text",
     witness_dir: str | None = None,
     redundant: bool = False,
@@ -126,19 +126,24 @@ _WORKER: dict = {}
 def _init_worker(bound, config, examples) -> None:
     from ..solver.prove import Prover
 
+    if "parent" in _WORKER:  # forked: the parent's prover, its pins closed and its shapes built
+        _WORKER["prover"] = _WORKER["parent"]
+        return
     _WORKER["prover"] = Prover(None, bound, config, examples)
 
 
 def _work(task: tuple):
-    kind, rule_id, shard = task
+    kind, rule_id = task
     prover = _WORKER["prover"]
     rule = next(r for r in prover.rules if r.id == rule_id)
-    return prover.prove(rule, shard) if kind == "prove" else prover.redundancy(rule, shard)
+    return prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
 
 
 def _results(prover, selected, kind: str, jobs: int):
     """Results in registry order; with ``jobs`` > 1 from a process pool (each process proves the
-    rules handed to it with its own Prover; the order of the output does not change)."""
+    rules handed to it with its own Prover, forked from this one where the platform forks; the
+    order and the bytes of the output do not change)."""
+    prover.close_pins()  # the shapes' pins, once, before the first rule is timed (or the fork)
     if jobs <= 1 or len(selected) <= 1:
         for rule in selected:
             yield prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
@@ -147,21 +152,21 @@ def _results(prover, selected, kind: str, jobs: int):
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
-                             initargs=(prover.bound, prover.config, prover.examples)) as pool:
-        from ..solver.prove import merge, merge_redundancy
-
-        # a rule expected dead searches every shape of the bound: it goes first, its shapes
-        # split among the processes (the parts are merged: a witness wins, else the union of
-        # the cores)
-        first = sorted(selected, key=lambda r: r.expect != "dead")
-        futures = {}
-        for rule in first:
-            shards = jobs if rule.expect == "dead" else 1
-            futures[rule.id] = [pool.submit(_work, (kind, rule.id, (i, shards))) for i in range(shards)]
-        for rule in selected:
-            parts = [future.result() for future in futures[rule.id]]
-            yield parts[0] if len(parts) == 1 else (merge if kind == "prove" else merge_redundancy)(parts)
+    if context is not None:
+        _WORKER["parent"] = prover  # every process starts from these shapes
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
+                                 initargs=(prover.bound, prover.config, prover.examples)) as pool:
+            # a rule expected dead searches every shape of the bound (the long pole): it goes
+            # first. A rule is never split among processes: its shapes are asked in one order,
+            # the cores of earlier shapes steering later ones, so its result does not depend on
+            # --jobs.
+            first = sorted(selected, key=lambda r: r.expect != "dead")
+            futures = {rule.id: pool.submit(_work, (kind, rule.id)) for rule in first}
+            for rule in selected:
+                yield futures[rule.id].result()
+    finally:
+        _WORKER.pop("parent", None)
 
 
 def _redundant(prover, selected, fmt: str, jobs: int = 1) -> int:

@@ -137,9 +137,52 @@ def _pin_pairs(leaf: Leaf) -> list[tuple[Any, Any]]:
 
 
 #: A slice question (a subset of the rules on a fresh solver) gets ``rlimit // SLICE_FRACTION``.
-SLICE_FRACTION = 40
-#: ... and at most this many seconds (nlsat does not always look at the resource limit in time).
-SLICE_SECONDS = 2.0
+SLICE_FRACTION = 5
+
+class IsolatedSolver:
+    """A z3 solver in a z3 context of its own; terms of the main context are translated on the
+    way in, models on the way out.
+
+    z3's search depends on the identities of its terms (their ids, the addresses they live at),
+    and in the main context those depend on every term the process made before: the same
+    question asked after other questions (another rule first, or another ``--jobs`` split) got
+    another model or core. A fresh context holds only this question's terms, made in the order
+    they are asserted, so the same question gets the same answer in every run and process."""
+
+    def __init__(self) -> None:
+        self.ctx = z3.Context()
+        self.solver = z3.Solver(ctx=self.ctx)
+
+    def _in(self, term: Any) -> Any:
+        return term.translate(self.ctx)
+
+    def set(self, *args: Any) -> None:
+        self.solver.set(*args)
+
+    def add(self, term: Any) -> None:
+        self.solver.add(self._in(term))
+
+    def assert_and_track(self, term: Any, name: str) -> None:
+        self.solver.assert_and_track(self._in(term), z3.Bool(name, self.ctx))
+
+    def push(self) -> None:
+        self.solver.push()
+
+    def pop(self) -> None:
+        self.solver.pop()
+
+    def check(self, *assumptions: Any) -> Any:
+        return self.solver.check(*[self._in(a) for a in assumptions])
+
+    def model(self) -> Any:
+        return self.solver.model().translate(z3.main_ctx())
+
+    def unsat_core(self) -> list:
+        return list(self.solver.unsat_core())
+
+    def reason_unknown(self) -> str:
+        return self.solver.reason_unknown()
+
 
 #: Directory name the symbolic documents pretend to live in (the checker bundles by directory).
 VIRTUAL_DIR = "witness"
@@ -147,8 +190,14 @@ VIRTUAL_DIR = "witness"
 
 @attrs.define
 class Config:
-    timeout: float = 10.0  # seconds per solver call
-    rlimit: int = 40_000_000  # deterministic resource limit per solver call
+    """The budget of one solver call. ``rlimit`` (z3 resource units, machine independent)
+    decides when a call gives up; ``timeout`` (wall-clock seconds) is only a safety net, far
+    above what the resource limit takes even on a loaded machine (a call that reaches it gives
+    ``unknown``, never a verdict, but then a run can differ from the next). Every decided call
+    of ``prove --all`` takes under 0.5 M units; 5 M take about 3-7 s on a loaded 2-core machine."""
+
+    timeout: float = 60.0  # wall-clock safety net per solver call (seconds)
+    rlimit: int = 5_000_000  # deterministic resource limit per solver call
     relax_rounds: int = 12
     seed: int = 0
 
@@ -207,7 +256,7 @@ def strict_bool():
             setattr(module, name, value)
 
 
-_REPLACEMENTS: dict[str, dict] = {}
+_REPLACEMENTS: dict[str, Any] = {}
 
 
 def _patch_concrete_helpers() -> list[tuple[Any, str, Any]]:
@@ -233,8 +282,12 @@ def _patch_concrete_helpers() -> list[tuple[Any, str, Any]]:
     if replacements is None:
         replacements = _REPLACEMENTS["helpers"] = {id(logic.gcd): strict(logic.gcd), id(logic.lcm): strict(logic.lcm)}
     patched = []
-    modules = [m for n, m in list(sys.modules.items())
-               if m is not None and (n.startswith("kvproof.rules") or n.startswith("kvproof.sim"))]
+    # the rule and simulator modules, found again only when a module was imported since
+    count, modules = _REPLACEMENTS.get("modules", (-1, []))
+    if count != len(sys.modules):
+        modules = [m for n, m in list(sys.modules.items())
+                   if m is not None and (n.startswith("kvproof.rules") or n.startswith("kvproof.sim"))]
+        _REPLACEMENTS["modules"] = (len(sys.modules), modules)
     for module in modules:
         for name in ("gcd", "lcm"):
             value = getattr(module, name, None)
@@ -283,7 +336,7 @@ class Session:
         self.encoded: dict[str, Encoded] = {}
         self.docs: list[tuple[str, str, SymbolicDocument]] = []
         self.documents: tuple[Document, ...] = ()
-        self.solver: z3.Solver | None = None
+        self.solver: IsolatedSolver | None = None
         self.pin_lits: list = []
         self.pin_leaf: dict[str, Leaf] = {}
         self.prefix_upto = 0
@@ -317,6 +370,10 @@ class Session:
         self.prefix_upto = 0
         self.prefix_open = False
         self.build_seconds += time.perf_counter() - start
+
+    def rebuild(self) -> None:
+        """Build the documents again with the current pins (every encoding is dropped)."""
+        self._build()
 
     def encode(self, rule: Rule) -> Encoded:
         """The rule's instance verdicts as z3 Bools (pins and rebuilds on control-flow reads)."""
@@ -428,26 +485,33 @@ class Session:
         self.active += fresh
         return fresh
 
-    def _new_solver(self) -> z3.Solver:
-        solver = z3.Solver()
+    def _new_solver(self) -> IsolatedSolver:
+        solver = IsolatedSolver()
         solver.set("timeout", max(1, int(self.config.timeout * 1000)))
         solver.set("rlimit", self.config.rlimit)
         solver.set("random_seed", self.config.seed)
         solver.set("core.minimize", False)
         return solver
 
-    def ensure_solver(self, repair: bool = False) -> z3.Solver:
+    def reset_solver(self) -> None:
+        """Drop the solver: the next question starts from an empty one. Every question (one
+        rule on one shape) gets its own, so its answer (model, core) does not depend on which
+        questions this session answered before: the same in every run and for every ``--jobs``."""
+        self.solver = None
+        self.pin_lits = []
+        self.pin_leaf = {}
+        self.touched = set()
+        self.active = []
+        self.prefix_upto = 0
+        self.prefix_open = False
+        self.repaired = False
+
+    def ensure_solver(self, repair: bool = False) -> IsolatedSolver:
         """The session's solver (created empty; leaves get their axioms and pins when a rule first
         reads them). ``repair`` first moves the templates to values that pass every rule."""
         if self.solver is None:
+            self.reset_solver()
             self.solver = self._new_solver()
-            self.pin_lits = []
-            self.pin_leaf = {}
-            self.touched = set()
-            self.active = []
-            self.prefix_upto = 0
-            self.prefix_open = False
-            self.repaired = False
         if repair and not self.repaired:
             self.encode_all()
             if self.solver is None:
@@ -456,6 +520,25 @@ class Session:
             self._repair()
             self.repaired = True
         return self.solver
+
+    def repaired_templates(self) -> list[Any]:
+        """The template trees moved to values that pass every rule (mutations start from them),
+        asked on a fresh solver; the session keeps its own templates (what it answers later
+        must not depend on whether a repair ran first)."""
+        from .symbolic import _concretize_template
+
+        saved = [(leaf, leaf.template) for leaf in self.leaves()]
+        builds = self.builds
+        self.reset_solver()
+        try:
+            self.ensure_solver(repair=True)
+            return [_concretize_template(doc) for _, _, doc in self.docs]
+        finally:
+            for leaf, template in saved:
+                leaf.template = template
+            if self.builds != builds:
+                self._build()  # new leaves were retemplated: build them from the shape again
+            self.reset_solver()
 
     def sync(self, terms: list) -> None:
         """Give the leaves the terms read their domain axioms (tracked) and soft pins, at the
@@ -578,8 +661,10 @@ class Session:
             return None, Outcome("error", reason=encoded.error)
         if not encoded.terms:
             return None, Outcome("vacuous", reason="no instance of the rule in this shape")
-        goal = z3.simplify(z3.Or(*[z3.Not(t) for t in encoded.terms]))
-        if z3.is_false(goal):
+        # simplified only to see that it is false: z3.simplify orders the arguments of and/or by
+        # term id, which depends on every term the process made before (not on the question)
+        goal = z3.Or(*[z3.Not(t) for t in encoded.terms])
+        if z3.is_false(z3.simplify(goal)):
             return None, Outcome("trivial", reason="the rule holds by the shape's structure")
         return goal, None
 
@@ -621,7 +706,8 @@ class Session:
         if early is not None:
             return early
         index = self.order[rule.id]
-        force = list(force)
+        force = sorted(set(force))  # canonical order (the solver's answer depends on it)
+        self.reset_solver()
         prefix = self.rules[:index]
         hint_sets = [] if force else _hint_sets(hints)
         outcome = self._from_hints(rule, hint_sets, prefix)
@@ -788,11 +874,11 @@ class Session:
         alive = list(parts)
         if linear:
             pairs = [pair for leaf in pinned for pair in pin_pairs(leaf)]
-            parts = [(name, z3.simplify(z3.substitute(term, *pairs))) for name, term in parts]
-            if z3.is_false(parts[-1][1]) and not held_goal:
+            parts = [(name, z3.substitute(term, *pairs)) for name, term in parts]  # not simplified: see goal()
+            if z3.is_false(z3.simplify(parts[-1][1])) and not held_goal:
                 cache[key] = ("unknown", [], alive)
                 return Outcome("unknown", reason="held")
-        limit = min(self.config.timeout, SLICE_SECONDS) if timeout is None else timeout
+        limit = self.config.timeout if timeout is None else timeout
         result, core = self._check_parts(parts, limit)
         if result != z3.unsat:
             status = "sat" if result == z3.sat else "unknown"
@@ -850,13 +936,13 @@ class Session:
         """Check named parts on a fresh solver with the axioms of the leaves they read. A slice
         is a short question: its budget is a fraction of the resource limit (deterministic),
         ``timeout`` only guards the wall clock."""
-        solver = z3.Solver()
+        solver = IsolatedSolver()
         solver.set("timeout", max(1, int(timeout * 1000)))
         solver.set("rlimit", max(1, self.config.rlimit // SLICE_FRACTION))
         solver.set("random_seed", self.config.seed)
         names = collect_consts([term for _, term in parts])
         done: set[int] = set()
-        for name in names:
+        for name in sorted(names):  # a set's order follows PYTHONHASHSEED; z3's answer follows the order
             leaf = self.var_leaf.get(name)
             if leaf is None or id(leaf) in done:
                 continue
@@ -920,7 +1006,8 @@ class Session:
         goal, early = self.goal(rule)
         if early is not None:
             return early
-        force = list(force)
+        force = sorted(set(force))
+        self.reset_solver()
         if not force:
             outcome = self._from_hints(rule, _hint_sets(hints), [other for other in self.rules if other.id != rule.id])
             if outcome is not None:
@@ -967,6 +1054,7 @@ class Session:
         ``extra``."""
         if prefix_all:
             self.encode_all()
+        self.reset_solver()
         self.ensure_solver()
         terms = [extra] + ([t for e in self.encoded.values() if e.terms for t in e.terms] if prefix_all else [])
         self.sync(terms)
@@ -1015,12 +1103,13 @@ class Session:
         return second
 
     def _short_check(self, assumptions: list):
+        """A check on a slice's budget (deterministic: the resource limit, not the clock)."""
         solver = self.solver
-        solver.set("timeout", max(1, int(min(self.config.timeout, 2.0) * 1000)))
+        solver.set("rlimit", max(1, self.config.rlimit // SLICE_FRACTION))
         try:
             return solver.check(*assumptions)
         finally:
-            solver.set("timeout", max(1, int(self.config.timeout * 1000)))
+            solver.set("rlimit", self.config.rlimit)
 
     def _relax(self, fixed: list | None = None) -> Outcome:
         """Check with every soft pin assumed; release the pins of each unsat core until sat, or

@@ -33,6 +33,9 @@ __all__ = ["Prover", "RuleResult", "Redundancy", "VERDICTS"]
 
 VERDICTS = ("reachable", "dead", "unknown", "mismatch", "error")
 
+#: The document kinds of the base shapes (:func:`kvproof.solver.shapes.base_shapes`).
+SHAPE_KINDS = ("profile", "worker", "scheduler", "bundle")
+
 
 @attrs.define
 class RuleResult:
@@ -102,6 +105,7 @@ class Prover:
         self._bases: dict[str, list[Shape]] = {}
         self._repaired: dict[str, Shape] = {}
         self._alternatives: dict | None = None
+        self._pins_closed = False
         #: answers of slice questions by their z3 terms, shared by every session (the terms are
         #: kept alive with them, so their ids are never reused)
         self.slice_cache: dict = {}
@@ -118,6 +122,16 @@ class Prover:
         if kind not in self._bases:
             self._bases[kind] = base_shapes(kind, self.bound, self.examples)
         return self._bases[kind]
+
+    def shapeless(self, kinds: Iterable[str]) -> str | None:
+        """None when some base shape of ``kinds`` exists; else why none does. A search over no
+        shape proves nothing: its verdict is ``unknown`` with this reason (``prove``, ``claim``)."""
+        kinds = list(kinds)
+        if any(self.bases(kind) for kind in kinds):
+            return None
+        from .shapes import no_shapes_reason
+
+        return no_shapes_reason(kinds, self.examples)
 
     def candidates(self, rule: Rule, pairs: bool = False) -> Iterable[Shape]:
         """Base shapes of the rule's kinds (smallest first), then mutations of the smallest.
@@ -147,10 +161,33 @@ class Prover:
                 mutated.sort(key=lambda s: (-relevance(s.edit, paths), s.size))
                 yield from mutated[: self.bound.mutations]
 
+    def close_pins(self) -> None:
+        """Learn every pin the base shapes need, once, before the first question: encode every
+        rule on every base shape (in one fixed order) until no new pin appears. A shape's
+        formulas then depend on the shape alone, not on which rules were asked before (nor on
+        which process asks: ``--jobs``)."""
+        if self._pins_closed:
+            return
+        self._pins_closed = True
+        for _round in range(50):
+            before = set(self.pins)
+            for kind in SHAPE_KINDS:
+                for shape in self.bases(kind):
+                    session = self.session(shape)
+                    if session.built_pins != self.pins:
+                        session.rebuild()  # a pin learned on a later shape: encode this one again
+                    session.encode_all()
+            if self.pins == before:
+                return
+
     def session(self, shape: Shape, keep: bool = True) -> Session:
+        """The session of a base shape (kept, built with the closed pins), or a fresh one for
+        a mutation (``keep=False``) whose pins are its own (what it learns stays in it)."""
+        if keep:
+            self.close_pins()
         session = self.sessions.get(shape.key())
         if session is None:
-            session = Session(shape, self.rules, self.config, self.pins)
+            session = Session(shape, self.rules, self.config, self.pins if keep else set(self.pins))
             session.cache = self.slice_cache
             if keep:
                 self.sessions[shape.key()] = session
@@ -159,19 +196,16 @@ class Prover:
     def repaired(self, shape: Shape) -> Shape:
         """The shape with template values that pass every rule (mutations start from it)."""
         if shape.key() not in self._repaired:
-            session = self.session(shape)
-            session.ensure_solver(repair=True)
-            documents = []
-            for (kind, file, _tree), (_, _, doc) in zip(shape.documents, session.docs):
-                documents.append((kind, file, _template_tree(doc)))
-            self._repaired[shape.key()] = attrs.evolve(shape, documents=tuple(documents))
+            trees = self.session(shape).repaired_templates()
+            documents = tuple((kind, file, tree) for (kind, file, _), tree in zip(shape.documents, trees))
+            self._repaired[shape.key()] = attrs.evolve(shape, documents=documents)
         return self._repaired[shape.key()]
 
     # -- one rule ---------------------------------------------------------------------------
-    def prove(self, rule: Rule, shard: tuple[int, int] = (0, 1)) -> RuleResult:
-        """``shard = (i, n)``: only every n-th candidate shape from the i-th (a process pool
-        splits a rule expected dead, which searches every shape, this way; :func:`merge`
-        joins the parts)."""
+    def prove(self, rule: Rule) -> RuleResult:
+        """The verdict of one rule. The shapes are searched in one fixed order by one process
+        (the cores of earlier shapes steer the later questions), so the result does not depend
+        on ``--jobs``."""
         start = time.perf_counter()
         result = RuleResult(rule.id, "dead", rule.expect)
         cores: list[str] = []
@@ -185,9 +219,7 @@ class Prover:
         for pairs in (False, True):
             if pairs and (asked or result.verdict != "dead" or errors):
                 break  # the two-group mutations only for a rule no one-group shape could ask about
-            for position, shape in enumerate(self.candidates(rule, pairs=pairs)):
-                if position % shard[1] != shard[0]:
-                    continue
+            for shape in self.candidates(rule, pairs=pairs):
                 tried += 1
                 is_base = shape.parent is None
                 session = self.session(shape, keep=is_base)
@@ -219,7 +251,11 @@ class Prover:
             elif unknown:
                 result.verdict = "unknown"
                 result.reason = f"{len(unknown)} shape(s) unknown, first: {unknown[0]}"
+            elif not tried:
+                result.verdict = "unknown"  # dead over no shape would be vacuous
+                result.reason = self.shapeless(rule.over.kinds) or "no shapes"
             elif not instances:
+                result.verdict = "unknown"  # dead over no instance would be vacuous
                 result.reason = f"no instance of the rule in any shape within {self.bound.label()} ({tried} shapes)"
             else:
                 result.core = sorted(set(cores), key=_core_key)
@@ -272,14 +308,13 @@ class Prover:
         result.first_rule = first
 
     # -- redundancy ---------------------------------------------------------------------------
-    def redundancy(self, rule: Rule, shard: tuple[int, int] = (0, 1)) -> Redundancy:
+    def redundancy(self, rule: Rule) -> Redundancy:
         """Is ``rule`` implied by the others within the bound? ``needed`` comes with a document
         the concrete checker refuses with that rule alone. An implication that needed
         small-domain values held (``SHAPE:pin`` in a core, as for a dead rule) is ``redundant``
         with ``pinned`` counting those pins and the reason saying so. A rule no shape of the
         bound can ask about (every shape vacuous, or another rule fails by structure) tries the
-        two-group mutations as :meth:`prove` does, and is ``unknown`` if none can either.
-        ``shard``: as for :meth:`prove` (:func:`merge_redundancy` joins the parts)."""
+        two-group mutations as :meth:`prove` does, and is ``unknown`` if none can either."""
         start = time.perf_counter()
         cores: list[str] = []
         hints: list[tuple[frozenset, bool]] = []
@@ -290,9 +325,7 @@ class Prover:
         out = Redundancy(rule.id, "redundant")
         asked = 0
         candidates = [(position, shape) for position, shape in enumerate(self.candidates(rule))]
-        for position, shape in _then_pairs(self, rule, candidates, lambda: asked or out.verdict != "redundant"):
-            if position % shard[1] != shard[0]:
-                continue
+        for _position, shape in _then_pairs(self, rule, candidates, lambda: asked or out.verdict != "redundant"):
             is_base = shape.parent is None
             session = self.session(shape, keep=is_base)
             _goal, early = session.goal(rule)
@@ -358,9 +391,6 @@ class Prover:
         return out
 
 
-    pass
-
-
 def _then_pairs(prover: "Prover", rule: Rule, candidates: list, done) -> Iterable[tuple[int, Shape]]:
     """The candidates, then (when ``done()`` is false) the two-group mutations, numbered on."""
     yield from candidates
@@ -369,46 +399,6 @@ def _then_pairs(prover: "Prover", rule: Rule, candidates: list, done) -> Iterabl
     offset = len(candidates)
     for position, shape in enumerate(prover.candidates(rule, pairs=True)):
         yield offset + position, shape
-
-
-def merge_redundancy(parts: list[Redundancy]) -> Redundancy:
-    """One redundancy result from shards: needed if any shard found a document, unknown if any
-    shard is unknown (or none could ask), else redundant with the union of the cores."""
-    seconds = max(p.seconds for p in parts)
-    for verdict in ("needed", "unknown"):
-        for part in parts:
-            if part.verdict == verdict:
-                if verdict == "unknown" and part.reason.startswith("no shape") and \
-                        any(p.verdict == "redundant" for p in parts):
-                    continue  # that shard had no question; another proved its shapes
-                return attrs.evolve(part, seconds=seconds)
-    implied = sorted({c for p in parts for c in p.implied_by}, key=_core_key)
-    pinned = sum(p.pinned for p in parts)
-    reason = next((p.reason for p in parts if p.reason), "")
-    return Redundancy(parts[0].rule, "redundant", implied, seconds, None, reason, pinned)
-
-
-def merge(parts: list[RuleResult]) -> RuleResult:
-    """One result from the shards of a rule (:meth:`Prover.prove` with ``shard``): a witness
-    from any shard wins; otherwise unknown, error or no instance if any shard says so; otherwise
-    dead with the union of the cores."""
-    first = parts[0]
-    tried = sum(p.shapes_tried for p in parts)
-    seconds = max(p.seconds for p in parts)
-    for verdict in ("reachable", "mismatch", "error", "unknown"):
-        for part in parts:
-            if part.verdict == verdict:
-                out = attrs.evolve(part, shapes_tried=tried, seconds=seconds)
-                if verdict == "unknown":
-                    count = sum(1 for p in parts if p.verdict == "unknown")
-                    out.reason = f"{out.reason} ({count} of {len(parts)} shards unknown)"
-                return out
-    cores = sorted({c for p in parts for c in p.core}, key=_core_key)
-    if not cores and all(p.reason.startswith("no instance") for p in parts):
-        return attrs.evolve(first, shapes_tried=tried, seconds=seconds,
-                            reason=first.reason.split("(")[0] + f"({tried} shapes)")
-    reason = f"unsat in every shape within {first.reason.split('within ')[-1].split(' (')[0]} ({tried} shapes)"
-    return attrs.evolve(first, core=cores, shapes_tried=tried, seconds=seconds, reason=reason)
 
 
 def replay(rule_id: str, documents: list[tuple[str, str]], rules: list[Rule] | None = None) -> tuple[str, str, str | None]:
@@ -463,13 +453,6 @@ def write_documents(directory: Path, name: str, documents: list[tuple[str, str]]
         folder.clear_own(f"{name}/")
         folder.commit()
     return str(directory / (f"{name}.json" if single else name))
-
-
-def _template_tree(doc) -> Any:
-    """The JSON tree of a symbolic document's (repaired) template values."""
-    from .symbolic import _concretize_template
-
-    return _concretize_template(doc)
 
 
 def _pair_seeds(bases: list[Shape]) -> list[Shape]:

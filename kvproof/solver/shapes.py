@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import attrs
 
-__all__ = ["Shape", "Bound", "examples_dir", "base_shapes", "mutations", "shrink_record", "shrink_profile",
+__all__ = ["Shape", "Bound", "examples_dir", "no_shapes_reason", "base_shapes", "mutations", "shrink_record", "shrink_profile",
            "DOCUMENT_CLASSES", "tree_size"]
 
 KINDS = ("profile", "worker", "scheduler")
@@ -59,9 +59,13 @@ class Bound:
             key = key.strip()
             if not sep or key not in attrs.fields_dict(cls):
                 raise ValueError(f"bad --max-shape item {part!r} (expected groups=N,layers=N,workers=N,mutations=N)")
-            values[key] = int(value)
-            if values[key] < 0 or (key != "mutations" and values[key] < 1):
-                raise ValueError(f"bad --max-shape value {part!r}")
+            least = 0 if key == "mutations" else 1
+            try:
+                values[key] = int(value.strip())
+            except ValueError:
+                raise ValueError(f"bad --max-shape value for {key}: {value.strip()!r} is not an integer") from None
+            if values[key] < least:
+                raise ValueError(f"bad --max-shape value for {key}: {values[key]} (expected an integer >= {least})")
         return cls(**values)
 
     def label(self) -> str:
@@ -101,11 +105,23 @@ def tree_size(tree: Any) -> int:
 
 
 def examples_dir() -> Path:
-    """The example documents (``KVPROOF_EXAMPLES`` overrides)."""
+    """The example documents (``KVPROOF_EXAMPLES`` overrides): package data of ``kvproof``
+    (``kvproof/examples``; the checkout's ``examples/`` is a symlink to it), so an installed
+    wheel finds the same templates as the checkout, from any working directory."""
     env = os.environ.get("KVPROOF_EXAMPLES")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "examples"
+    from importlib import resources
+
+    # kvproof is installed as plain files (never zipped): the traversable is a real path
+    return Path(str(resources.files("kvproof").joinpath("examples")))
+
+
+def no_shapes_reason(kinds: Iterable[str], root: Path | None = None) -> str:
+    """Why there are no shapes of ``kinds`` under ``root`` (for an ``unknown`` verdict)."""
+    root = root or examples_dir()
+    where = f"{root}" + ("" if root.is_dir() else " (no such directory)")
+    return f"no shapes: no example documents of kind {'/'.join(kinds)} under {where}"
 
 
 def _load_examples(root: Path) -> list[tuple[str, dict[str, tuple[str, Any]]]]:

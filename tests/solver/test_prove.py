@@ -4,6 +4,7 @@ dead rules with an unsat core of rule IDs and axiom names, unknown is never proo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -164,20 +165,6 @@ def test_dead_core_text_is_readable() -> None:
     assert text == "BO007, BO008 + SHAPE:pin ×2 (block_size_tokens, shape held) + LD:int-range ×1"
 
 
-def test_shards_of_a_dead_rule_merge_into_one_result() -> None:
-    from kvproof.solver.prove import RuleResult, merge
-
-    parts = [RuleResult("VC007", "dead", "dead", core=["BO007", "BO008"], seconds=2.0, shapes_tried=3,
-                        reason="unsat in every shape within groups=2,layers=2,workers=1,mutations=60 (3 shapes)"),
-             RuleResult("VC007", "dead", "dead", core=["BO008", "BO009"], seconds=3.0, shapes_tried=4,
-                        reason="unsat in every shape within groups=2,layers=2,workers=1,mutations=60 (4 shapes)")]
-    merged = merge(parts)
-    assert merged.verdict == "dead" and merged.core == ["BO007", "BO008", "BO009"]
-    assert merged.shapes_tried == 7 and merged.seconds == 3.0 and merged.reason.endswith("(7 shapes)")
-    parts[1].verdict = "unknown"
-    assert merge(parts).verdict == "unknown"
-
-
 def test_pf011_text_line_names_the_loader_axioms(capsys) -> None:
     code = main(["prove", "PF011", "--max-shape", "groups=1,layers=1,mutations=0"])
     out = capsys.readouterr().out
@@ -190,3 +177,56 @@ def test_vc007_is_dead_by_the_view_extent_rules() -> None:
     assert result.verdict == "dead" and not result.contrary, result.reason
     rules = [c for c in result.core if ":" not in c.split(" ")[0]]
     assert {"BO007", "BO008"} <= set(rules) <= {"BO007", "BO008", "BO009"}
+
+
+def test_no_example_documents_is_unknown_never_dead(capsys, tmp_path) -> None:
+    # a search over no shape proves nothing: unknown with the reason, exit 3 (was: dead, exit 1)
+    code = main(["prove", "PF011", "PF001", "--examples", str(tmp_path), "--format", "json"])
+    report = {r["rule"]: r for r in json.loads(capsys.readouterr().out)["rules"]}
+    assert code == 3
+    assert {r["verdict"] for r in report.values()} == {"unknown"}
+    assert report["PF011"]["shapes_tried"] == 0 and report["PF011"]["core"] == []
+    assert report["PF011"]["reason"] == f"no shapes: no example documents of kind profile under {tmp_path}"
+
+
+def test_no_instance_in_any_shape_is_unknown_never_dead() -> None:
+    from kvproof.rules.core import binding
+
+    @binding("profile")
+    def nothing(profile):
+        return iter(())
+
+    never = Rule(id="PF904", message="test", over=nothing, body=lambda _: True, source="test", expect="dead",
+                 reason="test")
+    result = Prover([never], FAST).prove(never)
+    assert result.verdict == "unknown" and result.reason.startswith("no instance of the rule")
+
+
+def test_prover_says_when_no_shape_exists(tmp_path) -> None:
+    assert Prover(bound=FAST).shapeless(["profile"]) is None
+    assert Prover(bound=FAST, examples=tmp_path).shapeless(["profile", "worker"]).startswith("no shapes")
+
+
+@pytest.mark.parametrize("item, message", [
+    ("groups=x", "bad --max-shape value for groups: 'x' is not an integer"),
+    ("layers=", "bad --max-shape value for layers: '' is not an integer"),
+    ("groups=0", "bad --max-shape value for groups: 0 (expected an integer >= 1)"),
+    ("mutations=-1", "bad --max-shape value for mutations: -1 (expected an integer >= 0)"),
+])
+def test_a_bad_max_shape_value_is_a_usage_error(capsys, item, message) -> None:
+    assert main(["prove", "PF001", "--max-shape", item]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kvproof prove: {message}\n"
+
+
+def test_the_examples_are_package_data() -> None:
+    from importlib import resources
+
+    from kvproof.commands.fuzz import default_paths
+    from kvproof.solver.shapes import examples_dir
+
+    packaged = Path(str(resources.files("kvproof").joinpath("examples")))
+    assert examples_dir() == packaged and sorted(packaged.glob("*/*.json"))
+    assert default_paths() == [str(packaged)]
+    # the checkout's examples/ is the same folder (README: kvproof check examples/)
+    assert (Path(__file__).resolve().parents[2] / "examples").resolve() == packaged.resolve()
