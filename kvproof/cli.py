@@ -20,7 +20,7 @@ from .output import OutputError
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 
-FORMATS = ["text", "json", "sarif", "junit"]
+FORMATS = ["text", "json", "sarif", "junit", "github"]
 
 
 class Seconds(click.ParamType):
