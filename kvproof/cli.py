@@ -183,11 +183,15 @@ def plan_command(profile: str, tokens: int | None, fmt: str) -> None:
 @cli.command(name="rules")
 @click.argument("ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rules_command(ids: tuple[str, ...], fmt: str) -> None:
-    """List every rule: ID, family, message, vLLM 0.33.0 source and expectation."""
+@click.option("--explain", metavar="ID", help="Print the rule's page: what it checks, why, examples, the solver's verdict.")
+@click.option("--sort", type=click.Choice(["order", "id"]), default="order", show_default=True,
+              help="Evaluation order (loader IDs first) or by ID.")
+def rules_command(ids: tuple[str, ...], fmt: str, explain: str | None, sort: str) -> None:
+    """List every rule (IDs case-insensitive): ID, family, message, why, vLLM 0.33.0 source and
+    expectation; the loader's LD IDs too."""
     from .commands.rules import run
 
-    sys.exit(run(ids, fmt))
+    sys.exit(run(ids, fmt, explain, sort))
 
 
 @cli.command()
