@@ -210,7 +210,7 @@ def schema(kind: str) -> None:
 @click.option("--examples", type=click.IntRange(min=0), default=50, show_default=True,
               help="Random edits per document, parity inputs and random geometries.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same report.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Directory for the documents that reproduce failures [default: a new temporary one].")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Processes for the mutants.")
@@ -237,7 +237,8 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.option("--timeout", type=SECONDS, default=10.0, show_default=True, help="Seconds per solver call.")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
               help="Deterministic z3 resource limit per solver call [default: 40000000].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True,
+              help="sarif/github: contrary and unknown verdicts only (run --table and --redundant in text or json).")
 @click.option("--witness-dir", type=click.Path(file_okay=False), help="Write every witness here (RULE.json or RULE/).")
 @click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")
 @click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
@@ -250,6 +251,9 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
     Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
+    if fmt in ("sarif", "github") and (table or redundant):
+        click.echo(f"kvproof prove: --format {fmt} reports rule verdicts; give --table or --redundant text or json", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     if examples is not None:
         problems = _examples_problems(examples)
         if problems:
@@ -274,7 +278,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
               help="Wall-clock safety net per solver call (the budget is --rlimit, the same on every run).")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
               help="Deterministic z3 resource limit per solver call [default: 40000000].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
 @click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
 @click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
 def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,

@@ -280,6 +280,32 @@ def findings(items: Iterable[tuple[str, str, str, str | None]], kind: str) -> li
             for rule_id, path, message, file in items]
 
 
+def render_verdicts(items: Iterable[tuple[str, str, str, bool, str, str | None]], fmt: str, command: str,
+                    rules: list[RuleInfo] | None, summary: str) -> str:
+    """The SARIF (``fmt == "sarif"``) or GitHub report of a solver run (``claim``, ``prove``):
+    (id, verdict, expect, contrary, text, written) per result. A finding is a verdict contrary to
+    its expectation or unknown, placed at the first document it wrote (a witness, a
+    counterexample) when it wrote one."""
+    found = []
+    for ident, verdict, expect, contrary, text, written in items:
+        if contrary or verdict == "unknown":
+            found.append((ident, "$", f"{verdict} (expect {expect}): {text}", _first_document(written)))
+    reported = findings(found, command)
+    if fmt == "github":
+        return render_github(reported, summary)
+    return render_sarif(reported, rules, command=command)
+
+
+def _first_document(written: str | None) -> str | None:
+    if not written:
+        return None
+    path = Path(written)
+    if path.is_dir():
+        files = sorted(path.rglob("*.json"))
+        return str(files[0]) if files else None
+    return str(path)
+
+
 RENDERERS = {"text": render_text, "json": render_json, "sarif": render_sarif, "junit": render_junit,
              "github": render_github}
 FORMATS = list(RENDERERS)

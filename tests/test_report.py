@@ -183,3 +183,65 @@ def test_github_escapes_data_and_properties() -> None:
     result = FileResult("odd, name:1.json", "profile", "refused", [Diagnostic("PF001", "$.a", "line one\nline two: 50%")])
     (line, _summary) = render_github([result]).splitlines()
     assert line == "::error file=odd%2C name%3A1.json,title=PF001::$.a: line one%0Aline two: 50%25"
+
+
+# -- claim, fuzz and prove: a finding per contrary (or unknown) result ------------------------
+
+def _validate(text: str) -> dict:
+    sarif = json.loads(text)
+    jsonschema.Draft4Validator(_schema()).validate(sarif)
+    return sarif
+
+
+def test_claim_sarif_and_github_place_a_refuted_claim_at_its_counterexample(capsys, tmp_path) -> None:
+    from kvproof.cli import main
+
+    claim = "Sum(g.num_layers for g in doc.resources.cache_groups) >= 2"
+    args = ["claim", claim, "--kind", "profile", "--counterexample-dir", str(tmp_path)]
+    assert main([*args, "--format", "sarif"]) == 1
+    sarif = _validate(capsys.readouterr().out)
+    (result,) = sarif["runs"][0]["results"]
+    assert result["ruleId"] == "EXPR" and result["message"]["text"].startswith("$: refuted (expect holds): Sum(")
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == (tmp_path / "EXPR.json").as_uri()
+    assert sarif["runs"][0]["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == "EXPR"
+    assert main([*args, "--format", "github"]) == 1
+    first, summary = capsys.readouterr().out.splitlines()
+    assert COMMAND.match(first) and first.startswith(f"::error file={tmp_path / 'EXPR.json'},line=1,col=1,title=EXPR::")
+    assert summary == "1 claim(s): 0 as expected, 1 contrary, 0 unknown"
+
+
+def test_fuzz_failures_are_findings_at_their_reproducing_documents(tmp_path) -> None:
+    from kvproof.commands.fuzz import Failure, FuzzRun, render_github as fuzz_github, render_sarif as fuzz_sarif
+
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "worker.json").write_text("{}\n")
+    run = FuzzRun(paths=["examples"], campaign="mutation", examples=1, seed=0, failures=[
+        Failure("mutation", "survivor: $.cache.num_blocks", "an edit no rule refuses", str(tmp_path / "case"),
+                f"kvproof check {tmp_path / 'case'}")])
+    sarif = _validate(fuzz_sarif(run))
+    (result,) = sarif["runs"][0]["results"]
+    assert result["ruleId"] == "fuzz-mutation" and "reproduce: kvproof check" in result["message"]["text"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("/case/worker.json")
+    lines = fuzz_github(run).splitlines()
+    assert COMMAND.match(lines[0]) and lines[-1] == "FAILED: 1 failure(s)"
+    assert _validate(fuzz_sarif(FuzzRun(paths=[], campaign="all", examples=0, seed=0)))["runs"][0]["results"] == []
+
+
+def test_prove_verdicts_contrary_to_expect_are_findings_with_the_rule_pages(tmp_path) -> None:
+    from kvproof.report import render_verdicts
+
+    witness = tmp_path / "VC007.json"
+    witness.write_text('{"a": 1}\n')
+    items = [("PF001", "reachable", "reachable", False, "witness", None),
+             ("VC007", "reachable", "dead", True, "a witness of an expected-dead rule", str(witness)),
+             ("SU001", "unknown", "reachable", False, "timeout", None)]
+    sarif = _validate(render_verdicts(items, "sarif", "prove", None, "3 rule(s)"))
+    results = sarif["runs"][0]["results"]
+    assert [r["ruleId"] for r in results] == ["VC007", "SU001"]
+    rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+    assert rules[results[0]["ruleIndex"]]["helpUri"] == "docs/rules/VC007.md"
+    assert results[0]["locations"][0]["physicalLocation"]["region"] == {"startLine": 1, "startColumn": 1}
+    lines = render_verdicts(items, "github", "prove", None, "3 rule(s)").splitlines()
+    assert all(COMMAND.match(line) for line in lines[:-1]) and len(lines) == 3
+    assert "title=SU001::$: unknown (expect reachable): timeout" in lines[1]
