@@ -20,7 +20,7 @@ from .output import OutputError
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 
-FORMATS = ["text", "json", "sarif", "junit"]
+FORMATS = ["text", "json", "sarif", "junit", "github"]
 
 
 class Seconds(click.ParamType):
@@ -183,11 +183,15 @@ def plan_command(profile: str, tokens: int | None, fmt: str) -> None:
 @cli.command(name="rules")
 @click.argument("ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rules_command(ids: tuple[str, ...], fmt: str) -> None:
-    """List every rule: ID, family, message, vLLM 0.33.0 source and expectation."""
+@click.option("--explain", metavar="ID", help="Print the rule's page: what it checks, why, examples, the solver's verdict.")
+@click.option("--sort", type=click.Choice(["order", "id"]), default="order", show_default=True,
+              help="Evaluation order (loader IDs first) or by ID.")
+def rules_command(ids: tuple[str, ...], fmt: str, explain: str | None, sort: str) -> None:
+    """List every rule (IDs case-insensitive): ID, family, message, why, vLLM 0.33.0 source and
+    expectation; the loader's LD IDs too."""
     from .commands.rules import run
 
-    sys.exit(run(ids, fmt))
+    sys.exit(run(ids, fmt, explain, sort))
 
 
 @cli.command()
@@ -206,7 +210,7 @@ def schema(kind: str) -> None:
 @click.option("--examples", type=click.IntRange(min=0), default=50, show_default=True,
               help="Random edits per document, parity inputs and random geometries.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same report.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Directory for the documents that reproduce failures [default: a new temporary one].")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Processes for the mutants.")
@@ -234,7 +238,8 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
               help="Wall-clock safety net per solver call (the budget that decides is --rlimit).")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
               help="Deterministic z3 resource limit per solver call [default: 5000000].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True,
+              help="sarif/github: contrary and unknown verdicts only (run --table and --redundant in text or json).")
 @click.option("--witness-dir", type=click.Path(file_okay=False), help="Write every witness here (RULE.json or RULE/).")
 @click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")
 @click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
@@ -247,6 +252,9 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
     Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
+    if fmt in ("sarif", "github") and (table or redundant):
+        click.echo(f"kvproof prove: --format {fmt} reports rule verdicts; give --table or --redundant text or json", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     if examples is not None:
         problems = _examples_problems(examples)
         if problems:
@@ -271,7 +279,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
               help="Wall-clock safety net per solver call (the budget is --rlimit, the same on every run).")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,
               help="Deterministic z3 resource limit per solver call [default: 40000000].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
 @click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
 @click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
 def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["Diagnostic", "KvproofError", "InputError", "LOAD_SYNTAX", "LOAD_SCHEMA", "LOAD_KIND"]
+__all__ = ["Diagnostic", "KvproofError", "InputError", "LOAD_SYNTAX", "LOAD_SCHEMA", "LOAD_KIND", "LoaderId", "LOADER_IDS"]
 
 #: The document is not readable JSON (syntax, encoding, nesting, size).
 LOAD_SYNTAX = "LD001"
@@ -16,6 +16,41 @@ LOAD_SYNTAX = "LD001"
 LOAD_SCHEMA = "LD002"
 #: The document's kind cannot be recognised.
 LOAD_KIND = "LD003"
+
+
+@attrs.frozen
+class LoaderId:
+    """A loader ID as the rule table lists it (``kvproof rules``, SARIF ``driver.rules``, docs/rules/)."""
+
+    id: str
+    message: str
+    doc: str
+    source: str = "kvproof/models/codec.py, kvproof/models/documents.py (the strict loader; not a vLLM rule)"
+    #: A document the loader refuses with this ID (docs/rules/ID.md, ``kvproof rules --explain``).
+    example: str = ""
+
+
+LOADER_IDS: dict[str, LoaderId] = {
+    LOAD_SYNTAX: LoaderId(
+        LOAD_SYNTAX, "the document is not readable JSON",
+        "The file cannot be read, is larger than 64 MiB, is not UTF-8, is empty, is not JSON or nests "
+        "deeper than the parser allows. vLLM writes its records with json.dump, so a record it wrote "
+        "always parses: anything else is not evidence of what vLLM did, and no rule runs on it.",
+        example='{"schema_version": "kvproof/profile/v1", "model": "m",\n'),
+    LOAD_SCHEMA: LoaderId(
+        LOAD_SCHEMA, "the JSON does not fit the schema of its kind",
+        "An unknown or missing key, a duplicate key, a bool or float where an integer belongs, a NaN "
+        "or Infinity literal, an integer past 2**53 or a value outside its enumeration. The loader "
+        "refuses it at the value's JSON path instead of coercing it, so a rule never judges a value "
+        "the document did not hold (``kvproof schema KIND`` prints what it accepts).",
+        example='{"schema_version": "kvproof/profile/v1", "model": "m", "colour": "red"}\n'),
+    LOAD_KIND: LoaderId(
+        LOAD_KIND, "the document's kind cannot be recognised",
+        "A document is a profile (schema_version kvproof/profile/v1), a runtime record "
+        "(kvproof/record/v1, kind worker or scheduler) or a geometry (layers); a command also refuses "
+        "a kind it does not take. Without its kind no schema and no rule applies.",
+        example='{"schema_version": "kvproof/other/v9"}\n'),
+}
 
 
 @attrs.frozen(order=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
-import json
-import re
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -15,16 +13,10 @@ import attrs
 
 from ..diagnostics import LOAD_SYNTAX, Diagnostic, InputError
 from ..models.documents import Document, RankTwins, load_path, unreadable_reason
-
-EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-@attrs.define
-class FileResult:
-    file: str
-    kind: str | None
-    status: str  # accepted | refused | bad_input | skipped
-    diagnostics: list[Diagnostic] = attrs.field(factory=list)
+from ..report import (  # noqa: F401 - re-exported
+    EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, FileResult, exit_code, render_github, render_json, render_junit,
+    render_sarif, render_text,
+)
 
 
 def expand(paths: Iterable[str]) -> tuple[list[Path], list[FileResult]]:
@@ -141,136 +133,10 @@ def _evaluate(paths: Iterable[str], probe: Iterable[str]) -> list[FileResult]:
     return sorted(results, key=lambda r: r.file)
 
 
-def exit_code(results: list[FileResult]) -> int:
-    if not results or any(r.status == "bad_input" for r in results):
-        return EXIT_BAD_INPUT
-    if any(r.status == "refused" for r in results):
-        return EXIT_REFUSED
-    return EXIT_OK
-
-
-def render_text(results: list[FileResult]) -> str:
-    lines = []
-    for result in results:
-        for diagnostic in result.diagnostics:
-            lines.append(f"{result.file}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}")
-    counts = {status: sum(1 for r in results if r.status == status) for status in ("accepted", "refused", "bad_input", "skipped")}
-    if not results:
-        lines.append("no documents found")
-    lines.append(
-        f"{len(results)} document(s): {counts['accepted']} accepted, {counts['refused']} refused, "
-        f"{counts['bad_input']} bad input" + (f", {counts['skipped']} skipped (geometry: use kvproof simulate)" if counts["skipped"] else "")
-    )
-    return "\n".join(lines) + "\n"
-
-
-def render_json(results: list[FileResult]) -> str:
-    report = {
-        "tool": "kvproof",
-        "version": _version(),
-        "exit_code": exit_code(results),
-        "documents": [
-            {
-                "file": r.file,
-                "kind": r.kind,
-                "status": r.status,
-                "diagnostics": [{"rule": d.rule, "path": d.path, "message": d.message} for d in r.diagnostics],
-            }
-            for r in results
-        ],
-    }
-    return json.dumps(report, indent=2) + "\n"
-
-
-def render_sarif(results: list[FileResult]) -> str:
-    from ..rules.registry import all_rules
-
-    rules = all_rules()
-    index = {r.id: i for i, r in enumerate(rules)}
-    descriptors = [
-        {
-            "id": r.id,
-            "name": r.body.__name__,
-            "shortDescription": {"text": r.message},
-            "fullDescription": {"text": r.doc or r.message},
-            "properties": {"source": r.source, "family": r.family},
-        }
-        for r in rules
-    ]
-    sarif_results = []
-    for result in results:
-        for d in result.diagnostics:
-            entry = {
-                "ruleId": d.rule,
-                "level": "error",
-                "message": {"text": d.message},
-                "locations": [{
-                    "physicalLocation": {"artifactLocation": {"uri": Path(result.file).as_posix()}},
-                    "logicalLocations": [{"fullyQualifiedName": d.path, "kind": "member"}],
-                }],
-            }
-            if d.rule in index:
-                entry["ruleIndex"] = index[d.rule]
-            sarif_results.append(entry)
-    sarif = {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "kvproof", "version": _version(), "informationUri": "https://github.com/kvproof/kvproof", "rules": descriptors}},
-            "results": sarif_results,
-        }],
-    }
-    return json.dumps(sarif, indent=2) + "\n"
-
-
-def render_junit(results: list[FileResult]) -> str:
-    from xml.sax.saxutils import escape, quoteattr
-
-    def attr(text: str) -> str:
-        return quoteattr(_xml_safe(text))
-
-    failures = sum(1 for r in results if r.status == "refused")
-    errors = sum(1 for r in results if r.status == "bad_input")
-    skipped = sum(1 for r in results if r.status == "skipped")
-    lines = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuites name="kvproof check" tests="{len(results)}" failures="{failures}" errors="{errors}" skipped="{skipped}">',
-        f'  <testsuite name="kvproof check" tests="{len(results)}" failures="{failures}" errors="{errors}" skipped="{skipped}">',
-    ]
-    for r in results:
-        lines.append(f"    <testcase classname={attr(r.kind or 'unknown')} name={attr(r.file)}>")
-        body = escape(_xml_safe("\n".join(f"{d.rule} {d.path}: {d.message}" for d in r.diagnostics)))
-        if r.status == "refused":
-            lines.append(f"      <failure message={attr(r.diagnostics[0].rule + ' ' + r.diagnostics[0].message)}>{body}</failure>")
-        elif r.status == "bad_input":
-            lines.append(f"      <error message={attr(r.diagnostics[0].message)}>{body}</error>")
-        elif r.status == "skipped":
-            lines.append('      <skipped message="geometry document: use kvproof simulate"/>')
-        lines.append("    </testcase>")
-    lines += ["  </testsuite>", "</testsuites>"]
-    return "\n".join(lines) + "\n"
-
-
-#: Characters XML 1.0 cannot carry even escaped (controls, lone surrogates, U+FFFE/U+FFFF).
-_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml_safe(text: str) -> str:
-    """Text from the input (a version string, a layer or file name) as XML can hold it: each
-    character XML forbids becomes a visible escape such as \\x01 or \\ud800."""
-    return _XML_INVALID.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("kvproof")
-    except Exception:  # noqa: BLE001 - running from a source tree without metadata
-        return "0+unknown"
-
-
-RENDERERS = {"text": render_text, "json": render_json, "sarif": render_sarif, "junit": render_junit}
+#: The renderers live in kvproof.report (claim, fuzz and prove use them too); re-exported here
+#: for the commands and tests that import them from check.
+RENDERERS = {"text": render_text, "json": render_json, "sarif": render_sarif, "junit": render_junit,
+             "github": render_github}
 
 
 def run(paths: Iterable[str], fmt: str = "text", output: str | None = None, probe: Iterable[str] = ()) -> int:

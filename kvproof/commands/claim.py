@@ -90,8 +90,23 @@ def run(
                 sys.stdout.write(f"       {result.reason}\n")
     if fmt == "json":
         sys.stdout.write(json.dumps({"claims": [r.to_json() for r in results]}, indent=2) + "\n")
+    elif fmt in ("sarif", "github"):
+        sys.stdout.write(render_findings(results, fmt))
     if any(r.contrary for r in results):
         return EXIT_REFUTED
     if any(r.verdict == "unknown" for r in results):
         return EXIT_UNKNOWN
     return EXIT_OK
+
+
+def render_findings(results: list, fmt: str) -> str:
+    """The SARIF or GitHub report of a claim run (kvproof.report.render_verdicts)."""
+    from ..report import RuleInfo, render_verdicts
+
+    rules = {r.claim: RuleInfo(r.claim, "claim", r.text, f"{r.text} (expect {r.expect})", {"expect": r.expect})
+             for r in results}
+    summary = (f"{len(results)} claim(s): {sum(r.verdict == r.expect for r in results)} as expected, "
+               f"{sum(r.contrary for r in results)} contrary, {sum(r.verdict == 'unknown' for r in results)} unknown")
+    items = [(r.claim, r.verdict, r.expect, r.contrary, f"{r.text}; {r.reason}" if r.reason else r.text, r.counterexample)
+             for r in results]
+    return render_verdicts(items, fmt, "claim", list(rules.values()), summary)

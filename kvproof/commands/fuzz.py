@@ -378,6 +378,36 @@ def render_json(run: FuzzRun) -> str:
     return json.dumps(out, indent=2) + "\n"
 
 
+def _findings(run: FuzzRun) -> list:
+    """A failure per finding, ID ``fuzz-CAMPAIGN``, placed at the first document written to
+    reproduce it."""
+    from ..report import findings
+
+    items = []
+    for failure in run.failures:
+        directory = Path(failure.directory) if failure.directory else None
+        files = sorted(directory.rglob("*.json")) if directory and directory.is_dir() else []
+        reproduce = f" (reproduce: {failure.command})" if failure.command else ""
+        items.append((f"fuzz-{failure.campaign}", "$", f"{failure.title}: {failure.detail}{reproduce}",
+                      str(files[0]) if files else None))
+    return findings(items, "fuzz")
+
+
+def render_sarif(run: FuzzRun) -> str:
+    from ..report import RuleInfo, render_sarif as sarif
+
+    rules = [RuleInfo(f"fuzz-{c}", c, f"the {c} campaign found a failure", f"kvproof fuzz --campaign {c}: see docs/fuzz.md")
+             for c in CAMPAIGNS if c != "all"]
+    return sarif(_findings(run), rules, command="fuzz")
+
+
+def render_github(run: FuzzRun) -> str:
+    from ..report import render_github as github
+
+    summary = f"FAILED: {len(run.failures)} failure(s)" if run.failures else "ok: no failure"
+    return github(_findings(run), summary)
+
+
 def unloadable(paths: list[str]) -> list:
     """The loader diagnostics of every input file, read the way ``kvproof check`` reads them
     (bounded size, a FIFO without blocking, unreadable files and directories as ``LD001``), before
@@ -410,5 +440,5 @@ def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: st
         for diagnostic in exc.diagnostics:
             sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")
         return EXIT_BAD_INPUT
-    sys.stdout.write(render_json(result) if fmt == "json" else render_text(result))
+    sys.stdout.write({"json": render_json, "sarif": render_sarif, "github": render_github}.get(fmt, render_text)(result))
     return result.exit_code

@@ -67,6 +67,13 @@ def run(
             sys.stdout.flush()
     if fmt == "json":
         sys.stdout.write(to_json(results))
+    elif fmt in ("sarif", "github"):  # kvproof.report: a finding per contrary or unknown verdict
+        from ..report import render_verdicts
+
+        contrary = [r.rule for r in results if r.contrary]
+        sys.stdout.write(render_verdicts([(r.rule, r.verdict, r.expect, r.contrary, r.reason or r.verdict, r.witness)
+                                          for r in results], fmt, "prove", None,
+                                         f"{len(results)} rule(s), contrary to expect: {', '.join(contrary) or 'none'}"))
     else:
         counts = {v: sum(1 for r in results if r.verdict == v) for v in ("reachable", "dead", "unknown", "mismatch", "error")}
         contrary = [r.rule for r in results if r.contrary]

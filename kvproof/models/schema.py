@@ -1,10 +1,16 @@
 """JSON Schema (draft 2020-12) export of the attrs models, from their type annotations.
 
-The schema states what the loader accepts; the rules state what the values must satisfy.
+The schema states what the loader accepts; the rules state what the values must satisfy. Each
+schema has an ``$id`` (a URN: kvproof publishes no schema server), each class a ``title`` and its
+docstring as ``description``, each field the ``#:`` comment above it in the model as its
+``description``, so an editor that is given the schema (docs/formats.md) explains every key.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import re
 import types
 import typing
 from typing import Any, Literal, get_args, get_origin
@@ -13,7 +19,35 @@ import attrs
 
 from .codec import ABSENT, MAX_SAFE_INT, Scalar, SignedInt
 
-__all__ = ["schema_for", "schema_of_class"]
+__all__ = ["schema_for", "schema_of_class", "schema_id", "field_docs"]
+
+_FIELD = re.compile(r"^\s+(\w+)\s*:")
+_DOC = re.compile(r"^\s+#:\s?(.*)$")
+
+
+def schema_id(kind: str) -> str:
+    return f"urn:kvproof:schema:{kind}:v1"
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The ``#:`` comment above each field of an attrs class (Sphinx's attribute-doc convention)."""
+    try:
+        lines = inspect.getsource(cls).splitlines()
+    except (OSError, TypeError):
+        return {}
+    docs: dict[str, str] = {}
+    pending: list[str] = []
+    for line in lines[1:]:
+        doc = _DOC.match(line)
+        if doc:
+            pending.append(doc.group(1).strip())
+            continue
+        field = _FIELD.match(line)
+        if field and pending:
+            docs[field.group(1)] = " ".join(pending)
+        pending = []
+    return docs
 
 
 def _is_union(tp: Any) -> bool:
@@ -75,14 +109,18 @@ class _Builder:
         hints = typing.get_type_hints(cls)
         properties: dict[str, Any] = {}
         required: list[str] = []
+        docs = field_docs(cls)
         for field in attrs.fields(cls):
             key = field.alias or field.name
             properties[key] = {**self.type_schema(hints[field.name]), **field.metadata.get("json_schema", {})}
+            if field.name in docs:
+                properties[key]["description"] = docs[field.name]
             if field.default is attrs.NOTHING:
                 required.append(key)
             elif field.default is not ABSENT and not isinstance(field.default, attrs.Factory):
                 properties[key]["default"] = field.default
-        out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+        out: dict[str, Any] = {"title": cls.__name__, "type": "object", "properties": properties,
+                               "additionalProperties": False}
         if required:
             out["required"] = required
         if cls.__doc__:
@@ -90,10 +128,13 @@ class _Builder:
         return out
 
 
-def schema_of_class(cls: type, title: str) -> dict:
+def schema_of_class(cls: type, title: str, kind: str | None = None) -> dict:
     builder = _Builder()
     root = builder.class_schema(cls)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, **root, "$defs": builder.defs}
+    head = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
+    if kind:
+        head["$id"] = schema_id(kind)
+    return {**head, **root, "title": title, "$defs": builder.defs}
 
 
 def schema_for(kind: str) -> dict:
@@ -104,6 +145,7 @@ def schema_for(kind: str) -> dict:
 
         return {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": schema_id("record"),
             "title": "kvproof runtime observation record (worker or scheduler)",
             "oneOf": [builder.ref(WorkerRecord), builder.ref(SchedulerRecord)],
             "$defs": builder.defs,
@@ -111,9 +153,9 @@ def schema_for(kind: str) -> dict:
     if kind == "profile":
         from .profile import Profile
 
-        return schema_of_class(Profile, "kvproof FPM profile")
+        return schema_of_class(Profile, "kvproof FPM profile", "profile")
     if kind == "geometry":
         from .geometry import Geometry
 
-        return schema_of_class(Geometry, "kvproof geometry (input of simulate, synth, explore)")
+        return schema_of_class(Geometry, "kvproof geometry (input of simulate, synth, explore)", "geometry")
     raise ValueError(f"unknown document kind {kind!r}")

@@ -369,7 +369,7 @@ def resources(profile):
     message="linear cache requires kv_bytes_per_token only; grouped cache requires cache_groups without a scalar token rate",
     over=resources,
     field="cache_layout",
-    source="aisimulate FpmResourceConfig::validate (docs: ../shared/reference/aisimulate-importer.md 2.5, "
+    source="aisimulate FpmResourceConfig::validate (docs/import.md, "
     "layout step); vllm/v1/core/kv_cache_planning.py:1607-1657 (a grouped pool has at least one group)",
 )
 def layout_matches_fields(resources):
@@ -398,7 +398,7 @@ def later_groups_with_earlier_names(profile):
     message="cache group names must be unique",
     over=later_groups_with_earlier_names,
     field="name",
-    source="aisimulate FpmResourceConfig::validate (../shared/reference/aisimulate-importer.md 2.5)",
+    source="aisimulate FpmResourceConfig::validate (docs/import.md)",
 )
 def group_names_unique(name, earlier):
     """The importer names groups ``runtime_group_{index}``; a repeated name is two groups in one."""
