@@ -134,11 +134,36 @@ def check(paths: tuple[str, ...], fmt: str, output: str | None, probe: tuple[str
 @cli.command()
 @click.argument("geometry", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def simulate(geometry: str, fmt: str) -> None:
-    """Plan a geometry as vLLM 0.33.0 does at start-up (groups, pool, concurrency, block sizes)."""
-    from .commands.simulate import run
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="GEOMETRY is a config.json: tensor-parallel size.")
+@click.option("--pp", type=click.IntRange(min=1), default=None, help="GEOMETRY is a config.json: pipeline-parallel size.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="GEOMETRY is a config.json: a top-level geometry field (see `kvproof geometry`).")
+def simulate(geometry: str, fmt: str, tp: int | None, pp: int | None, settings: tuple[str, ...]) -> None:
+    """Plan a geometry as vLLM 0.33.0 does at start-up (groups, pool, concurrency, block sizes).
 
+    GEOMETRY may also be a Hugging Face config.json (or its folder): it is turned into a geometry
+    first, as `kvproof geometry` does."""
+    from .commands.simulate import run, run_config
+
+    if tp is not None or pp is not None or settings:
+        sys.exit(run_config(geometry, tp or 1, pp or 1, settings, fmt))
     sys.exit(run(geometry, fmt))
+
+
+@cli.command(name="geometry")
+@click.argument("config", type=click.Path())
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel size.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="A top-level geometry field (VALUE as JSON, else a string); repeatable.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the geometry here.")
+def geometry_command(config: str, tp: int, pp: int, settings: tuple[str, ...], output: str | None) -> None:
+    """The geometry of a Hugging Face config.json (or a folder holding one): the KV cache spec
+    each layer of vLLM 0.33.0's model reports at this TP/PP (docs/geometry-from-config.md).
+    Exit 0, 2 bad input (unknown architecture, missing key, TP/PP vLLM refuses)."""
+    from .commands.geometry import run
+
+    sys.exit(run(config, tp, pp, settings, output))
 
 
 @cli.command()

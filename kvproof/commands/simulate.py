@@ -15,7 +15,7 @@ from ..diagnostics import InputError
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
 
-__all__ = ["run", "render_text", "read_geometry"]
+__all__ = ["run", "run_config", "render_text", "read_geometry"]
 
 
 def read_geometry(path: str):
@@ -214,7 +214,10 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
 
 
 def run(path: str, fmt: str = "text") -> int:
-    result = _read(path)
+    return _report(_read(path), path, fmt)
+
+
+def _report(result: dict[str, Any], path: str, fmt: str) -> int:
     if fmt == "json":
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
@@ -225,3 +228,16 @@ def run(path: str, fmt: str = "text") -> int:
     if result["status"] == "ok" and (workload.get("refused") or workload.get("raised") or result.get("simulation_raised")):
         return EXIT_REFUSED  # vLLM would not start with the workload's settings, or fails serving
     return {"ok": EXIT_OK, "refused": EXIT_REFUSED}.get(result["status"], EXIT_BAD_INPUT)
+
+
+def run_config(config: str, tp: int, pp: int, settings: tuple[str, ...], fmt: str = "text") -> int:
+    """``simulate CONFIG --tp N --set ...``: ``kvproof geometry`` then ``simulate`` in one step."""
+    from ..sim.document import bad_input_document, simulate_geometry
+    from ..models.geometry import load_geometry
+    from .geometry import build, parse_settings
+
+    try:
+        result = simulate_geometry(load_geometry(build(config, tp, pp, parse_settings(settings)), config))
+    except InputError as error:
+        result = bad_input_document(error)
+    return _report(result, config, fmt)

@@ -431,6 +431,7 @@ def _document_reader_calls(path: Path, out: Path) -> dict[str, tuple]:
         "prove --examples": ("prove", "PF010", "--examples", examples),
         "import": ("import", examples / "set", "-o", out / "profile.json"),
         "plan": ("plan", path),
+        "geometry": ("geometry", path, "--set", "available_memory_bytes=1"),
     }
 
 
@@ -473,6 +474,28 @@ def test_every_corpus_file_through_import_and_plan(tmp_path, capsys, case) -> No
         assert code in (1, 2), (args, out, err)
         assert (out + err).strip() and "Traceback" not in out + err and "internal error" not in out + err
     assert not (tmp_path / "profile.json").exists()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["file"] for case in CASES])
+def test_every_corpus_file_as_a_config(case, capsys) -> None:
+    """kvproof geometry of each corpus file: exit 2 with a diagnostic, no traceback."""
+    code = main(["geometry", str(CORPUS / case["file"]), "--set", "available_memory_bytes=1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.strip() and "Traceback" not in out + err and "internal error" not in out + err
+
+
+@pytest.mark.parametrize("change", [
+    {"num_hidden_layers": "80"}, {"num_hidden_layers": 1.5}, {"num_hidden_layers": True}, {"num_hidden_layers": -1},
+    {"architectures": "LlamaForCausalLM"}, {"architectures": []}, {"architectures": [7]}, {"layer_types": 3},
+    {"layer_types": ["sliding_attention"]}, {"torch_dtype": "int3"}, {"max_position_embeddings": "x"},
+    {"num_key_value_heads": 0}, {"head_dim": [1]},
+])
+def test_config_with_wrong_types(tmp_path, capsys, change) -> None:
+    config = json.loads((ROOT / "tests" / "configs" / "meta-llama--Llama-3.3-70B-Instruct" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    code = main(["geometry", str(tmp_path), "--set", "available_memory_bytes=1", "--set", "block_size=[1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.strip() and "Traceback" not in out + err and "internal error" not in out + err
 
 
 def test_import_cannot_write_its_output(tmp_path, capsys) -> None:
@@ -657,6 +680,8 @@ ENTRY_POINTS = {
     "import": "the corpus as a phase, 100 MB, nesting, ten million elements, FIFO, /dev/zero, no records, "
               "unwritable output",
     "plan": "the corpus, 100 MB, nesting, ten million elements, FIFO, /dev/zero",
+    "geometry": "the corpus as a config, 100 MB, nesting, ten million elements, FIFO, /dev/zero, wrong types, "
+                "bad --set",
 }
 
 

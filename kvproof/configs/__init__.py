@@ -1,0 +1,96 @@
+"""Geometries from Hugging Face ``config.json`` files (``kvproof geometry CONFIG``).
+
+One module per architecture family maps a config to the KV cache spec every layer of vLLM
+0.33.0's model reports on one tensor-parallel rank; :data:`ARCHITECTURES` is the table. An
+architecture outside it is refused with the list of the supported ones, never guessed.
+See docs/geometry-from-config.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import deepseek, dense
+from .common import Layer, Parallel, derived_max_model_len, pp_ranges
+from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
+
+__all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
+
+ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES}
+
+#: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
+#: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
+REMOVED = {"BambaForCausalLM": "0.23.0"}
+
+
+def _architecture(config: HFConfig):
+    arch = config.architecture()
+    if arch in REMOVED:  # registry.py:1231-1240, vLLM's own text
+        raise ConfigError(CONFIG_ARCH, "$.architectures[0]", (
+            f"Model architecture {arch} was supported in vLLM until v{REMOVED[arch]}, and is not supported "
+            "anymore. Please use an older version of vLLM if you want to use this model architecture."),
+            config.file)
+    if arch not in ARCHITECTURES:
+        raise ConfigError(CONFIG_ARCH, "$.architectures[0]",
+                          f"architecture {arch!r} is not in kvproof's table; supported: "
+                          f"{', '.join(sorted(ARCHITECTURES))}", config.file)
+    return arch, ARCHITECTURES[arch]
+
+
+def _entries(layers: list[Layer]) -> list[dict[str, Any]]:
+    """Consecutive layers with the same name pattern and spec as one ``range`` entry (a step
+    range for interleaved patterns would be shorter; one entry per run keeps the file plain)."""
+    entries: list[dict[str, Any]] = []
+    run: list[Layer] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        first = run[0]
+        entry: dict[str, Any] = {"name": first.name}
+        if len(run) == 1:
+            entry["index"] = first.index
+        else:
+            entry["range"] = [first.index, run[-1].index + 1]
+        entry["spec"] = first.spec
+        entry.update(dict(first.fields))
+        entries.append(entry)
+        run.clear()
+
+    for layer in layers:
+        if run and (layer.name, layer.spec, layer.fields) == (run[0].name, run[0].spec, run[0].fields) and (
+            layer.index == run[-1].index + 1
+        ):
+            run.append(layer)
+        else:
+            flush()
+            run.append(layer)
+    flush()
+    return entries
+
+
+def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str, Any] | None = None,
+                         file: str | None = None, name: str | None = None) -> dict[str, Any]:
+    """The geometry document (a JSON tree) of ``tree`` at tensor-parallel size ``tp`` and
+    pipeline-parallel size ``pp``; ``settings`` are top-level geometry fields that replace the
+    derived ones. Raises :class:`ConfigError` for a config vLLM cannot build or kvproof does not
+    map."""
+    config = HFConfig(tree, file)
+    arch, layers_of = _architecture(config)
+    layers = layers_of(config, Parallel(tp, pp))
+    num_layers = config.int("num_hidden_layers", minimum=1)
+    if pp > num_layers:
+        raise ConfigError(CONFIG_PARALLEL, "$.num_hidden_layers",
+                          f"pipeline parallel size {pp} exceeds the {num_layers} layers", file)
+    geometry: dict[str, Any] = {
+        "name": f"{name or arch} at TP {tp}" + (f", PP {pp}" if pp > 1 else "") + " (kvproof geometry)",
+        "layers": _entries(layers),
+        "max_model_len": derived_max_model_len(config),
+    }
+    if tp > 1:
+        geometry["tp"] = tp
+    if pp > 1:
+        names = {layer.index: layer.name.replace("{i}", str(layer.index)) for layer in layers}
+        geometry["workers"] = [[names[i] for i in span if i in names] for span in pp_ranges(num_layers, pp)]
+    geometry.update(settings or {})
+    return geometry

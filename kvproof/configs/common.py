@@ -1,0 +1,102 @@
+"""What every architecture shares: the derived ``max_model_len``, the KV heads of one
+tensor-parallel rank, vLLM's head-divisibility refusals and the pipeline-parallel layer split."""
+
+from __future__ import annotations
+
+import attrs
+
+from .hf import CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
+
+__all__ = ["Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
+           "Layer"]
+
+#: ``ModelArchConfigConvertorBase.derive_max_model_len_and_key``
+#: (vllm/transformers_utils/model_arch_config_convertor.py:374-407): the smallest of these keys.
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+#: RoPE types whose ``factor`` vLLM does not apply again (vllm/config/model.py:2610-2621).
+SCALED_ROPE_TYPES = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+@attrs.frozen
+class Parallel:
+    tp: int
+    pp: int
+
+
+@attrs.frozen
+class Layer:
+    """One layer's KV cache spec: its vLLM layer name (``{i}`` for the index), index and the
+    geometry fields of its spec (``kvproof/models/geometry.py`` ``LayerEntry``)."""
+
+    name: str
+    index: int
+    spec: str
+    fields: tuple[tuple[str, object], ...]
+
+
+def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False) -> int:
+    """``max_model_len`` when none is given: ``_get_and_verify_max_len``
+    (vllm/config/model.py:2545-2676) with the platform's ``check_max_model_len`` (identity on
+    CUDA). The smallest length key, then ``model_max_length`` when set; 2048 without any
+    (model.py:2578-2593); times the RoPE ``factor`` unless the RoPE type is already scaled or the
+    model is Gemma 3 (model.py:2600-2634); LongRoPE takes ``original_max_position_embeddings``
+    (model.py:2643-2650)."""
+    derived = None
+    for key in MAX_LEN_KEYS:
+        value = config.tree.get(key)
+        if value is not None:
+            if type(value) not in (int, float) or isinstance(value, bool):
+                raise ConfigError(CONFIG_FIELD, f"$.{key}", "expected a number", config.file)
+            derived = value if derived is None else min(derived, value)
+    if config.tree.get("model_max_length"):
+        derived = config.tree["model_max_length"]
+    if derived is None:
+        derived = 2048
+    rope = config.tree.get("rope_parameters") or config.tree.get("rope_scaling")
+    rope_types = []
+    if isinstance(rope, dict):
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        rope_types.append(rope_type)
+        if not rope_scaled_already and rope_type not in SCALED_ROPE_TYPES and rope_type != "default":
+            factor = rope.get("factor")
+            derived *= 1.0 if factor is None else factor
+    if "longrope" in rope_types:
+        return int(config.tree.get("original_max_position_embeddings", derived))
+    return int(derived)
+
+
+def check_attention_heads(config: HFConfig, total_heads: int, key: str, tp: int) -> None:
+    """``ModelConfig.verify_with_parallel_config`` (vllm/config/model.py:1557-1564)."""
+    if total_heads % tp != 0:
+        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+                          f"Total number of attention heads ({total_heads}) must be divisible by tensor "
+                          f"parallel size ({tp}).", config.file)
+
+
+def kv_heads_per_rank(config: HFConfig, total_kv_heads: int, key: str, tp: int) -> int:
+    """KV heads of one rank: partitioned when there are at least ``tp`` of them, else replicated
+    (``max(1, total // tp)``); vLLM asserts that one divides the other (llama.py:147-156 and the
+    same lines of every GQA attention class)."""
+    if total_kv_heads >= tp and total_kv_heads % tp != 0:
+        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+                          f"{total_kv_heads} KV heads cannot be partitioned over tensor parallel size {tp} "
+                          "(vLLM 0.33.0 asserts total_num_kv_heads % tp_size == 0, llama.py:151)", config.file)
+    if total_kv_heads < tp and tp % total_kv_heads != 0:
+        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+                          f"{total_kv_heads} KV heads cannot be replicated over tensor parallel size {tp} "
+                          "(vLLM 0.33.0 asserts tp_size % total_num_kv_heads == 0, llama.py:155)", config.file)
+    return max(1, total_kv_heads // tp)
+
+
+def pp_ranges(num_layers: int, pp: int) -> list[range]:
+    """The layers of each pipeline rank: ``get_pp_indices`` (vllm/distributed/utils.py:198-241)
+    without ``VLLM_PP_LAYER_PARTITION``: the remainder goes to the ranks before the last."""
+    partitions = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        partitions[-i] += 1
+    out, start = [], 0
+    for size in partitions:
+        out.append(range(start, start + size))
+        start += size
+    return out

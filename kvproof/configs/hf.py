@@ -1,0 +1,123 @@
+"""Reading a Hugging Face ``config.json`` the way vLLM 0.33.0 sees it.
+
+vLLM reads the file through a transformers config class, whose defaults fill the keys a file
+leaves out; each architecture module states the defaults it relies on (with the transformers
+5.20.2 source). A key vLLM needs that is missing or of the wrong type is a :class:`ConfigError`
+naming the key, never a ``KeyError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..diagnostics import Diagnostic, InputError
+
+__all__ = [
+    "CONFIG_FIELD", "CONFIG_ARCH", "CONFIG_PARALLEL", "VLLM_REFUSAL", "ConfigError", "HFConfig",
+    "MODEL_DTYPES",
+]
+
+#: A key the architecture needs is missing or has the wrong type.
+CONFIG_FIELD = "HF001"
+#: The architecture is not in kvproof's table (or vLLM 0.33.0 no longer supports it).
+CONFIG_ARCH = "HF002"
+#: vLLM 0.33.0 refuses the tensor- or pipeline-parallel size for this model.
+CONFIG_PARALLEL = "HF003"
+#: vLLM itself refuses (its exact text).
+VLLM_REFUSAL = "HF003"
+
+#: ``torch_dtype`` / ``dtype`` names -> the geometry's dtype names (vllm/config/model.py
+#: ``_STR_DTYPE_TO_TORCH_DTYPE``).
+MODEL_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
+                "float": "float32"}
+
+
+class ConfigError(InputError):
+    """A config vLLM cannot build the model from: one diagnostic at the config key's path."""
+
+    def __init__(self, rule: str, path: str, message: str, file: str | None = None):
+        super().__init__([Diagnostic(rule, path, message, file)])
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a bool"
+    return {int: "an integer", float: "a number", str: "a string", list: "an array", dict: "an object"}.get(
+        type(value), type(value).__name__)
+
+
+class HFConfig:
+    """The parsed ``config.json`` (``text_config`` is the language model's part when present,
+    vLLM's ``hf_text_config``), with typed access that names the key on failure."""
+
+    def __init__(self, tree: Any, file: str | None = None):
+        if not isinstance(tree, dict):
+            raise ConfigError(CONFIG_FIELD, "$", f"a config.json is a JSON object, got {_describe(tree)}", file)
+        self.tree = tree
+        self.file = file
+
+    def has(self, key: str) -> bool:
+        return self.tree.get(key) is not None
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        value = self.tree.get(key)
+        return default if value is None else value
+
+    def _fail(self, key: str, message: str):
+        raise ConfigError(CONFIG_FIELD, f"$.{key}", message, self.file)
+
+    def int(self, key: str, default: Any = ..., *, minimum: int = 0) -> int:
+        """A non-negative (or ``>= minimum``) integer; ``default`` when absent or null (vLLM reads
+        the config class's attribute, which is null-safe only where the class has a default)."""
+        value = self.tree.get(key)
+        if value is None:
+            if default is ...:
+                self._fail(key, f"required key is missing (vLLM 0.33.0 reads config.{key})")
+            return default
+        if type(value) is not int:
+            self._fail(key, f"expected an integer, got {_describe(value)}")
+        if value < minimum:
+            self._fail(key, f"expected an integer of at least {minimum}, got {value}")
+        return value
+
+    def str(self, key: str, default: Any = ...) -> str:
+        value = self.tree.get(key)
+        if value is None:
+            if default is ...:
+                self._fail(key, f"required key is missing (vLLM 0.33.0 reads config.{key})")
+            return default
+        if type(value) is not str:
+            self._fail(key, f"expected a string, got {_describe(value)}")
+        return value
+
+    def str_list(self, key: str, length: int) -> list[str] | None:
+        value = self.tree.get(key)
+        if value is None:
+            return None
+        if type(value) is not list or not all(type(item) is str for item in value):
+            self._fail(key, "expected an array of strings")
+        if len(value) < length:
+            self._fail(key, f"expected at least {length} entries (one per layer), got {len(value)}")
+        return value
+
+    def architecture(self) -> str:
+        value = self.tree.get("architectures")
+        if value is None:
+            self._fail("architectures", "required key is missing (vLLM 0.33.0 picks the model class by it)")
+        if type(value) is not list or not value or not all(type(item) is str for item in value):
+            self._fail("architectures", "expected a non-empty array of architecture names")
+        return value[0]
+
+    def model_dtype(self) -> str:
+        """``ModelConfig.dtype`` for ``--dtype auto`` on the default platform (CUDA, compute
+        capability 9.0): the config's ``dtype`` (``torch_dtype`` in older files); float32
+        models run in the platform's first supported dtype, bfloat16
+        (vllm/config/model.py:2423-2446, platforms/cuda.py:257-260); absent is float32."""
+        key = "dtype" if self.has("dtype") else "torch_dtype"
+        name = self.raw(key, "float32")
+        if type(name) is not str or name not in MODEL_DTYPES:
+            self._fail(key, f"expected one of {', '.join(sorted(MODEL_DTYPES))}, got {name!r}")
+        dtype = MODEL_DTYPES[name]
+        return "bfloat16" if dtype == "float32" else dtype

@@ -1,0 +1,110 @@
+"""``kvproof geometry CONFIG`` against vLLM 0.33.0's own model code (oracle_model_configs.py), then
+the whole plan: vLLM's planner (oracle.py) on the geometry made of vLLM's reported specs against
+``kvproof.sim.simulate_document`` on kvproof's geometry. Real configs: tests/configs/*/config.json
+(SOURCES.md names each one's origin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from oracle_process import HERE, ORACLE, ROOT, VENV_PYTHON, OracleProcess, json_diff
+
+from kvproof.configs import ARCHITECTURES, geometry_from_config
+from kvproof.configs.hf import CONFIG_ARCH, CONFIG_PARALLEL
+from kvproof.diagnostics import InputError
+from kvproof.models.codec import parse_json
+
+CONFIGS = sorted(p.parent for p in (ROOT / "tests" / "configs").glob("*/config.json"))
+SPEC_ORACLE = HERE / "oracle_model_configs.py"
+MEMORY = 80 * 1024**3
+#: Fields the engine settings fill (the geometry leaves them to the planner on both sides).
+ENGINE_FIELDS = {"block_size", "mamba_cache_mode", "num_speculative_blocks"}
+
+
+@pytest.fixture(scope="module")
+def spec_oracle():
+    proc = OracleProcess(VENV_PYTHON, SPEC_ORACLE, "model-configs-oracle.stderr.log")
+    yield proc
+    proc.close()
+
+
+@pytest.fixture(scope="module")
+def plan_oracle():
+    proc = OracleProcess(VENV_PYTHON, ORACLE, "model-configs-plan-oracle.stderr.log")
+    yield proc
+    proc.close()
+
+
+def _tree(folder: Path):
+    return parse_json((folder / "config.json").read_bytes(), str(folder / "config.json"))
+
+
+def _vllm_geometry(answer: dict, kvproof_geometry: dict) -> dict:
+    """The geometry of vLLM's reported specs: each layer's fields that differ from its class's
+    defaults, without the engine-filled ones; kvproof's top-level settings."""
+    layers = []
+    for rank in answer["ranks"]:
+        for name, spec in rank.items():
+            entry = {"name": name, "spec": spec["spec"]}
+            for field, value in spec["fields"].items():
+                if field not in ENGINE_FIELDS and spec["defaults"].get(field, object()) != value:
+                    entry[field] = value
+            layers.append(entry)
+    out = {key: value for key, value in kvproof_geometry.items() if key not in ("layers", "workers", "name")}
+    out["layers"] = layers
+    out["layer_order"] = "as_listed"
+    if len(answer["ranks"]) > 1:
+        out["workers"] = [list(rank) for rank in answer["ranks"]]
+    return out
+
+
+CASES = [(folder, tp, 1) for folder in CONFIGS for tp in (1, 2, 4, 8)] + [(folder, 2, 2) for folder in CONFIGS]
+
+
+@pytest.mark.parametrize("folder,tp,pp", CASES, ids=[f"{f.name}-tp{tp}-pp{pp}" for f, tp, pp in CASES])
+def test_geometry_matches_vllm_model_code(folder, tp, pp, spec_oracle, plan_oracle):
+    from kvproof.sim import simulate_document
+
+    tree = _tree(folder)
+    try:
+        geometry = geometry_from_config(tree, tp, pp, {"available_memory_bytes": MEMORY})
+        refusal = None
+    except InputError as error:
+        geometry, refusal = None, error.diagnostics[0]
+    if refusal is not None and refusal.rule == CONFIG_ARCH:
+        # Not mapped: the refusal names the supported architectures (never a guess). This case is
+        # NOT conformance; the report lists the architecture as missing.
+        assert tree["architectures"][0] not in ARCHITECTURES
+        assert all(arch in refusal.message for arch in ARCHITECTURES)
+        pytest.xfail(f"{tree['architectures'][0]} is not mapped yet: {refusal.message[:80]}")
+    request = {"config_dir": str(folder), "tp": tp, "pp": pp}
+    if geometry is not None:
+        request["kvproof_geometry"] = geometry
+    answer = spec_oracle(request)
+    if answer["status"] == "refused":
+        assert refusal is not None, f"vLLM refuses ({answer['error']}) but kvproof made a geometry"
+        assert refusal.rule == CONFIG_PARALLEL
+        if "must be divisible by tensor parallel size" in answer["error"]["message"]:
+            assert refusal.message == answer["error"]["message"]
+        return
+    assert refusal is None, f"vLLM builds the model but kvproof refused: {refusal.render()}"
+    assert answer["spec_differences"] == []
+    assert geometry["max_model_len"] == answer["max_model_len"]
+    if pp > 1:
+        assert geometry["workers"] == [list(rank) for rank in answer["ranks"]]
+    vllm_plan = plan_oracle(_vllm_geometry(answer, geometry))
+    kvproof_plan = simulate_document(geometry)
+    differences: list[dict] = []
+    json_diff(vllm_plan, kvproof_plan, "$", differences)
+    assert vllm_plan["status"] == kvproof_plan["status"]
+    assert differences == []
+
+
+def test_a_wrong_head_size_is_caught(spec_oracle):
+    """The comparison can fail: a geometry whose head size is off by one differs from vLLM's spec."""
+    folder = next(f for f in CONFIGS if _tree(f)["architectures"][0] in ARCHITECTURES)
+    geometry = geometry_from_config(_tree(folder), 1, 1, {"available_memory_bytes": MEMORY})
+    geometry["layers"][0]["head_size"] += 1
+    answer = spec_oracle({"config_dir": str(folder), "tp": 1, "pp": 1, "kvproof_geometry": geometry})
+    assert answer["status"] == "ok" and answer["spec_differences"]

@@ -1,0 +1,118 @@
+"""``kvproof geometry CONFIG`` and ``simulate CONFIG --tp N``: the mapping from a config.json and
+its refusals (no vLLM needed; tests/conformance/test_model_configs.py compares with vLLM)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvproof.configs import ARCHITECTURES, geometry_from_config
+from kvproof.configs.common import derived_max_model_len, pp_ranges
+from kvproof.configs.hf import HFConfig
+from kvproof.diagnostics import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = ROOT / "tests" / "configs" / "meta-llama--Llama-3.3-70B-Instruct"
+KIMI = ROOT / "tests" / "configs" / "moonshotai--Kimi-K2-Instruct-abridged"
+
+
+def _kvproof(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvproof", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+def _llama() -> dict:
+    return json.loads((LLAMA / "config.json").read_text())
+
+
+@pytest.mark.parametrize("tp,heads", [(1, 8), (2, 4), (8, 1), (16, 1)])
+def test_llama_kv_heads_per_rank(tp, heads):
+    geometry = geometry_from_config(_llama(), tp)
+    (entry,) = geometry["layers"]
+    assert (entry["spec"], entry["range"], entry["num_kv_heads"], entry["head_size"]) == (
+        "FullAttentionSpec", [0, 80], heads, 128)
+    assert geometry["max_model_len"] == 131072  # llama3 RoPE: max_position_embeddings unscaled
+
+
+def test_mla_head_size_is_latent_plus_rope():
+    (entry,) = geometry_from_config(json.loads((KIMI / "config.json").read_text()), 8)["layers"]
+    assert (entry["spec"], entry["num_kv_heads"], entry["head_size"]) == ("MLAAttentionSpec", 1, 512 + 64)
+
+
+def test_sliding_layers_follow_layer_types():
+    config = dict(_llama(), num_hidden_layers=4, sliding_window=512,
+                  layer_types=["sliding_attention", "full_attention"] * 2)
+    specs = [(e["spec"], e.get("sliding_window")) for e in geometry_from_config(config)["layers"]]
+    assert specs == [("SlidingWindowSpec", 512), ("FullAttentionSpec", None)] * 2
+
+
+def test_qwen2_mixed_windows_are_vllms_refusal():
+    config = dict(_llama(), architectures=["Qwen2ForCausalLM"], use_sliding_window=True, max_window_layers=40)
+    with pytest.raises(InputError, match="Sliding window for some but all layers is not supported"):
+        geometry_from_config(config)
+
+
+def test_rope_factor_scales_linear_rope():
+    config = HFConfig({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 4.0}})
+    assert derived_max_model_len(config) == 16384
+    assert derived_max_model_len(HFConfig({})) == 2048
+
+
+def test_pp_ranges_are_vllms_split():
+    assert [len(r) for r in pp_ranges(80, 3)] == [27, 27, 26]
+    assert [len(r) for r in pp_ranges(61, 4)] == [15, 15, 16, 15]  # the remainder before the last rank
+
+
+def test_unknown_architecture_lists_the_supported_ones(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(dict(_llama(), architectures=["NoSuchForCausalLM"])))
+    result = _kvproof("geometry", str(tmp_path), "--set", "available_memory_bytes=1")
+    assert result.returncode == 2 and "HF002 $.architectures[0]" in result.stderr
+    assert all(arch in result.stderr for arch in ARCHITECTURES) and "Traceback" not in result.stderr
+
+
+def test_removed_architecture_is_vllms_text(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(dict(_llama(), architectures=["BambaForCausalLM"])))
+    result = _kvproof("geometry", str(tmp_path))
+    assert result.returncode == 2
+    assert "Model architecture BambaForCausalLM was supported in vLLM until v0.23.0" in result.stderr
+
+
+def test_missing_key_and_bad_tp_are_diagnostics(tmp_path):
+    config = _llama()
+    del config["num_attention_heads"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = _kvproof("geometry", str(tmp_path / "config.json"))
+    assert result.returncode == 2 and "HF001 $.num_attention_heads: required key is missing" in result.stderr
+    result = _kvproof("geometry", str(LLAMA), "--tp", "3", "--set", "available_memory_bytes=1")
+    assert result.returncode == 2 and (
+        "HF003 $.num_attention_heads: Total number of attention heads (64) must be divisible by tensor parallel "
+        "size (3).") in result.stderr
+
+
+def test_geometry_needs_memory_and_checks_set(tmp_path):
+    result = _kvproof("geometry", str(LLAMA))
+    assert result.returncode == 2 and "--set available_memory_bytes" in result.stderr
+    result = _kvproof("geometry", str(LLAMA), "--set", "no_such_field=1")
+    assert result.returncode == 2 and "not a top-level geometry field" in result.stderr
+    result = _kvproof("geometry", str(LLAMA), "--set", "available_memory_bytes=-1")
+    assert result.returncode == 2 and "$.available_memory_bytes" in result.stderr
+
+
+def test_geometry_output_is_deterministic_and_simulates(tmp_path):
+    args = ("geometry", str(LLAMA), "--tp", "4", "--set", "available_memory_bytes=21474836480",
+            "--set", "block_size=32", "--set", "enable_prefix_caching=false")
+    first, second = _kvproof(*args), _kvproof(*args)
+    assert first.returncode == 0 and first.stdout == second.stdout
+    geometry = json.loads(first.stdout)
+    assert (geometry["tp"], geometry["block_size"], geometry["enable_prefix_caching"]) == (4, 32, False)
+    out = tmp_path / "g.json"
+    assert _kvproof(*args, "-o", str(out)).returncode == 0 and out.read_text() == first.stdout
+    simulated = _kvproof("simulate", str(out), "--format", "json")
+    direct = _kvproof("simulate", str(LLAMA), "--tp", "4", "--set", "available_memory_bytes=21474836480",
+                      "--set", "block_size=32", "--set", "enable_prefix_caching=false", "--format", "json")
+    assert simulated.returncode == direct.returncode == 0
+    assert json.loads(simulated.stdout)["num_blocks"] == json.loads(direct.stdout)["num_blocks"]
