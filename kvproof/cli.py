@@ -182,15 +182,17 @@ def synth(geometry: str, output: str) -> None:
 @click.option("--verify", type=click.Path(dir_okay=False), help="Check this profile against the records instead.")
 @click.option("--probe", multiple=True, type=click.Path(), help="Records of the accepted probe; each phase is compared with them.")
 @click.option("--model", help="The model name, when the records name none.")
+@click.option("--layout", type=click.Choice(["grouped", "mamba_align"]), default="grouped", show_default=True,
+              help="mamba_align: add the storage policy and the observed mamba_cache (docs/state-storage.md).")
 def import_command(phase_dirs: tuple[str, ...], output: str | None, verify: str | None, probe: tuple[str, ...],
-                   model: str | None) -> None:
+                   model: str | None, layout: str) -> None:
     """Import the record sets of a probe's phases into an FPM profile (docs/import.md).
 
     Every rule runs over the phases as one record set; only when all accept is the profile
     written. Exit 0 written (or verified), 1 refused (nothing written), 2 bad input."""
     from .commands.import_ import run
 
-    sys.exit(run(phase_dirs, output, probe, verify, model))
+    sys.exit(run(phase_dirs, output, probe, verify, model, layout))
 
 
 @cli.command(name="plan")
@@ -324,7 +326,7 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
     Examples:
       kvproof claim --all
       kvproof claim "All(Implies(g.kind == 'state', g.page_size_bytes > 0) for g in doc.resources.cache_groups)"
-      kvproof claim "Sum(g.num_layers for g in doc.resources.cache_groups) >= 1" --kind profile
+      kvproof claim "Implies(doc.resources.cache_layout != 'unmodeled', Sum(g.num_layers for g in doc.resources.cache_groups) >= 1)" --kind profile
 
     --claims FILE is Python code, imported with your privileges like `python -c`: pass only a
     file you wrote or trust. (Documents never run as code; see docs/formats.md.)"""

@@ -164,7 +164,7 @@ def _json_mutation(rng: random.Random, tree):
         replacement = {int: str, str: lambda v: len(v), bool: int, float: str, list: lambda v: {"0": v},
                        dict: lambda v: list(v.values()), type(None): lambda v: 0}[type(value)](value)
         return _set(tree, path, replacement)
-    if op == "deep":
+    if op == "deep" and len(path) < 100:  # not inside an earlier nest: two would pass json.dumps's recursion limit
         nested = 0
         for _ in range(rng.choice([10, 100, 500])):  # deeper nesting is a text mutation (json.dumps recurses)
             nested = [nested]

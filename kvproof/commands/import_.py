@@ -24,7 +24,7 @@ def _report(diagnostics: Iterable[Diagnostic], status: str) -> str:
 
 
 def run(phase_dirs: Iterable[str], output: str | None, probe: Iterable[str] = (), verify: str | None = None,
-        model: str | None = None) -> int:
+        model: str | None = None, layout: str = "grouped") -> int:
     from ..importer import read_phases, run_import
     from ..output import OutputError, write_file
 
@@ -45,7 +45,7 @@ def run(phase_dirs: Iterable[str], output: str | None, probe: Iterable[str] = ()
         sys.stdout.write(_report(exc.diagnostics, "bad_input"))
         return EXIT_BAD_INPUT
     try:
-        result = run_import(phases, probes, model, profile_file=output or verify, verify=profile)
+        result = run_import(phases, probes, model, profile_file=output or verify, verify=profile, layout=layout)
     except ValueError as exc:  # no model named
         sys.stderr.write(f"kvproof import: {exc}\n")
         return EXIT_BAD_INPUT

@@ -21,20 +21,25 @@ from ..diagnostics import Diagnostic, InputError, LOAD_SYNTAX
 from ..models.codec import ABSENT, dumps, present, unstructure
 from ..models.documents import Document, RankTwins, load_bytes, read_document
 from ..models.profile import (
-    PROFILE_SCHEMA, CacheGroup, ImportProvenance, PhaseDifference, PhaseSource, PhaseValue, Profile, RecordSource,
-    Resources, RuntimeMemory,
+    PROFILE_SCHEMA, CacheGroup, ImportProvenance, MambaCache, PhaseDifference, PhaseSource, PhaseValue, Profile,
+    RecordSource, Resources, RuntimeMemory,
 )
 from ..models.record import SchedulerRecord, WorkerRecord
 from ..rules import profile_records as derive
 from ..rules.record_sets import pool_block_bytes
 
 __all__ = ["Phase", "ImportResult", "read_phases", "derive_profile", "profile_of", "run_import",
-           "DEFAULT_GPU_MEMORY_UTILIZATION", "TOOL"]
+           "DEFAULT_GPU_MEMORY_UTILIZATION", "TOOL", "LAYOUTS", "state_storage_of", "mamba_cache_of"]
 
 TOOL = "kvproof import"
 #: ``CacheConfig.gpu_memory_utilization``'s default (vllm/config/cache.py), written when no record
 #: carries its raw cache config.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: The layouts an import writes: ``grouped`` (the default) and seed 000's ``mamba_align``.
+LAYOUTS = ("grouped", "mamba_align")
+#: ``state_storage`` of each state backend of the support table (``state_support.state_backend``).
+_POLICIES = {"full state": "full_state", "Triton ReplaySSM": "triton_replayssm",
+             "FlashInfer ReplaySSM": "flashinfer_replayssm", "KDA RecoverSSM": "kda_recoverssm"}
 
 
 @attrs.frozen
@@ -103,20 +108,49 @@ def _group(index: int, group, block: int, workers) -> CacheGroup:
     return out
 
 
+def state_storage_of(config) -> str | None:
+    """The storage policy of the resolved settings (the support table's state backend; the CPU
+    backend has none: None)."""
+    from ..sim.state_support import architecture_class, state_backend
+
+    settings = {"use_replayssm": config.use_replayssm is True,
+                "architecture": architecture_class(config.architecture if present(config.architecture) else None),
+                "num_speculative_tokens": config.num_speculative_tokens if present(config.num_speculative_tokens) else 0,
+                "mamba_backend": config.mamba_backend if present(config.mamba_backend) else "triton"}
+    return _POLICIES.get(state_backend(settings))
+
+
+def mamba_cache_of(scheduler: SchedulerRecord, block: int) -> MambaCache | None:
+    """The observed align-mode geometry: the first Mamba group's block and speculative blocks,
+    the scheduler's hash unit, the pool block, the draft depth (None without a Mamba spec)."""
+    config = scheduler.resolved_config
+    for group in scheduler.cache.groups:
+        spec = derive.group_spec(group)
+        if spec is not None and spec.spec_type == "MambaSpec":
+            return MambaCache(
+                block_size_tokens=group.block_size_tokens, hash_block_size_tokens=scheduler.cache.hash_block_size,
+                page_size_bytes=block,
+                num_speculative_tokens=config.num_speculative_tokens if present(config.num_speculative_tokens) else 0,
+                num_speculative_blocks=spec.num_speculative_blocks if present(spec.num_speculative_blocks) else 0)
+    return None
+
+
 def profile_of(scheduler: SchedulerRecord, workers: list[WorkerRecord], *, model: str,
                description: str | None = None, provenance: ImportProvenance | None = None,
-               memory_provenance: str = "runtime observation") -> Profile:
+               memory_provenance: str = "runtime observation", layout: str = "grouped") -> Profile:
     """The profile the records give: the scheduler's groups, every page the first worker's pool
-    block, ``kv_cache_bytes`` the usable blocks times the pool block (minimum over ``workers``)."""
+    block, ``kv_cache_bytes`` the usable blocks times the pool block (minimum over ``workers``).
+    ``layout="mamba_align"`` adds the storage policy and the observed ``mamba_cache`` (the ST
+    rules then judge them: a ReplaySSM record set is refused there)."""
     config = scheduler.resolved_config
     raw = scheduler.raw_cache_config
     utilization = raw.gpu_memory_utilization if present(raw) and present(raw.gpu_memory_utilization) \
         else DEFAULT_GPU_MEMORY_UTILIZATION
     block = pool_block_bytes(workers[0].cache)
-    return Profile(
+    profile = Profile(
         schema_version=PROFILE_SCHEMA, model=model,
         resources=Resources(
-            cache_layout="grouped",
+            cache_layout=layout,
             max_num_tokens=config.max_num_batched_tokens,
             # no batch size without max_num_seqs: 0, which CA003 and PA018 refuse
             max_batch_size=config.max_num_seqs if present(config.max_num_seqs) else 0,
@@ -135,6 +169,12 @@ def profile_of(scheduler: SchedulerRecord, workers: list[WorkerRecord], *, model
         description=description if description is not None else ABSENT,
         provenance=provenance if provenance is not None else ABSENT,
     )
+    if layout == "mamba_align":
+        policy = state_storage_of(config)
+        cache = mamba_cache_of(scheduler, block)
+        profile.resources.state_storage = policy if policy is not None else ABSENT
+        profile.resources.mamba_cache = cache if cache is not None else ABSENT
+    return profile
 
 
 def _records(phases: list[Phase], kind: str) -> list:
@@ -153,7 +193,7 @@ def _differences(phases: list[Phase]) -> list[PhaseDifference]:
     return [PhaseDifference("$.cache.num_blocks", values)]
 
 
-def derive_profile(phases: list[Phase], model: str | None = None) -> Profile:
+def derive_profile(phases: list[Phase], model: str | None = None, layout: str = "grouped") -> Profile:
     """The profile of accepted phases (the first scheduler's groups, every phase's workers);
     ``ValueError`` when no model is named (by the records or ``model``)."""
     schedulers = _records(phases, "scheduler")
@@ -182,6 +222,7 @@ def derive_profile(phases: list[Phase], model: str | None = None) -> Profile:
         description=(f"{model} on vLLM {version}: {kinds.count('state')} state and {kinds.count('attention')} attention "
                      f"cache groups, imported from {len(schedulers) + len(workers)} runtime observation records"),
         memory_provenance=f"runtime observation of phase {described}{utilization_note}",
+        layout=layout,
     )
 
 
@@ -190,7 +231,8 @@ def render_profile(profile: Profile) -> str:
 
 
 def run_import(phases: list[Phase], probe: Iterable[Document] = (), model: str | None = None,
-               profile_file: str = "profile.json", verify: Document | None = None) -> ImportResult:
+               profile_file: str = "profile.json", verify: Document | None = None,
+               layout: str = "grouped") -> ImportResult:
     """Check the phases as one record set; derive their profile (or take ``verify``'s) and check
     it with them. The profile's diagnostics name ``profile_file``."""
     from ..rules.check import check
@@ -201,7 +243,7 @@ def run_import(phases: list[Phase], probe: Iterable[Document] = (), model: str |
     if diagnostics:
         return ImportResult(tuple(diagnostics))
     if verify is None:
-        profile = derive_profile(phases, model)
+        profile = derive_profile(phases, model, layout)
         text = render_profile(profile)
         document = load_bytes(text, profile_file)  # the written bytes, read back as check reads them
     else:

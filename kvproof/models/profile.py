@@ -15,11 +15,18 @@ import attrs
 from .codec import ABSENT, SignedInt
 
 __all__ = ["PROFILE_SCHEMA", "CacheGroup", "RuntimeMemory", "Resources", "Profile", "RecordSource", "PhaseSource",
-           "PhaseValue", "PhaseDifference", "ImportProvenance"]
+           "PhaseValue", "PhaseDifference", "ImportProvenance", "MambaCache", "ReplayRing", "StateCache",
+           "CACHE_LAYOUTS", "STATE_STORAGE_POLICIES"]
 
 PROFILE_SCHEMA = "kvproof/profile/v1"
 
 CacheKind = Literal["attention", "state", "convolution"]
+#: ``mamba_align``: the observed Mamba align-mode pool (seed 000), sized and replayed from
+#: ``mamba_cache``; ``unmodeled``: timing queries only (capacity sizing and replay refuse it).
+CacheLayout = Literal["grouped", "linear", "mamba_align", "unmodeled"]
+CACHE_LAYOUTS = ("grouped", "linear", "mamba_align", "unmodeled")
+#: ``state_storage`` values: the state backends of the support table (kvproof/sim/state_support.py).
+STATE_STORAGE_POLICIES = ("full_state", "triton_replayssm", "flashinfer_replayssm", "kda_recoverssm")
 
 
 @attrs.define
@@ -54,16 +61,62 @@ class RuntimeMemory:
 
 
 @attrs.define
+class ReplayRing:
+    """ReplaySSM's replay rings (x, dt, B) of one request on one rank, all state layers
+    (``MambaStateShapeCalculator.append_replayssm_ring``, model_executor/layers/mamba/mamba_utils.py:214-246)."""
+
+    #: ``cache_config.replayssm_buffer_len`` (the logical window).
+    buffer_len: SignedInt
+    #: The physical ring length: the window, FlashInfer ``+ 1 + num_speculative_tokens``.
+    length_tokens: SignedInt
+    #: One ring slot of every ring tensor of every state layer.
+    bytes_per_token: SignedInt
+    #: ``length_tokens x bytes_per_token``.
+    bytes: SignedInt
+
+
+@attrs.define
+class MambaCache:
+    """The observed Mamba align-mode geometry (seed 000's ``mamba_cache``; docs/formats.md)."""
+
+    #: ``cache_config.mamba_block_size``: tokens of one state page (align: every group's page).
+    block_size_tokens: SignedInt
+    #: The prefix-cache hash unit (``hash_block_size``; ``prefix_match_unit`` when set).
+    hash_block_size_tokens: SignedInt
+    #: One pool block: every state group's padded page (``mamba_page_size_padded``).
+    page_size_bytes: SignedInt
+    #: ``VllmConfig.num_speculative_tokens`` (the draft depth).
+    num_speculative_tokens: SignedInt
+    #: ``MambaSpec.num_speculative_blocks``: the speculative scratch states per state group.
+    num_speculative_blocks: SignedInt
+    replay_ring: ReplayRing | None = ABSENT
+
+
+@attrs.define
+class StateCache:
+    """Manual state geometry a profile's author states (checked against ``mamba_cache``)."""
+
+    #: Speculative scratch states per request and state group.
+    num_speculative_states: SignedInt | None = ABSENT
+    prefix_match_unit: SignedInt | None = ABSENT
+    block_size_tokens: SignedInt | None = ABSENT
+
+
+@attrs.define
 class Resources:
     """``FpmResourceProfile``: the grouped cache layout and its memory."""
 
-    cache_layout: Literal["grouped", "linear"]
+    cache_layout: CacheLayout
     max_num_tokens: int
     max_batch_size: int
     provenance: str
     cache_groups: list[CacheGroup] = ABSENT
     kv_bytes_per_token: int | None = ABSENT
     runtime_memory: RuntimeMemory | None = ABSENT
+    #: A string, not an enumeration: an unsupported policy is an ST rule's refusal.
+    state_storage: str | None = ABSENT
+    mamba_cache: MambaCache | None = ABSENT
+    state_cache: StateCache | None = ABSENT
 
 
 @attrs.define

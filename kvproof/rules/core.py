@@ -36,6 +36,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "RS": ("record_sets", "record sets"),
     "PA": ("profile_records", "profile against records"),
     "CA": ("profile_capacity", "profile capacity"),
+    "ST": ("state_storage", "storage policies and state layouts"),
 }
 
 DocumentKind = Literal["profile", "worker", "scheduler", "bundle"]

@@ -373,13 +373,16 @@ def resources(profile):
     "layout step); vllm/v1/core/kv_cache_planning.py:1607-1657 (a grouped pool has at least one group)",
 )
 def layout_matches_fields(resources):
-    """``linear``: no cache groups and a token rate in (0, 2**53]; ``grouped``: groups and no rate."""
+    """``linear``: no cache groups and a token rate in (0, 2**53]; ``grouped`` and ``mamba_align``
+    (seed 000: grouped with the observed geometry): groups and no rate; ``unmodeled``: ST007."""
     groups = resources.cache_groups
     has_groups = present(groups) and len(groups) > 0
     rate = resources.kv_bytes_per_token
     linear_ok = And(not has_groups, IntIs(rate, lambda n: And(n > 0, n <= MAX_SAFE_INT)))
     grouped_ok = And(has_groups, Not(Present(rate)))
-    return Or(And(resources.cache_layout == "linear", linear_ok), And(resources.cache_layout == "grouped", grouped_ok))
+    layout = resources.cache_layout
+    return Or(And(layout == "linear", linear_ok), And(Or(layout == "grouped", layout == "mamba_align"), grouped_ok),
+              layout == "unmodeled")
 
 
 @binding("profile")

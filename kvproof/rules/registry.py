@@ -16,6 +16,7 @@ from . import (  # noqa: F401 - importing declares the rules
     record_sets,
     spec_classes,
     startup_concurrency,
+    state_storage,
     state_support,
     version_gate,
     view_coverage,
@@ -59,6 +60,10 @@ RULE_ORDER: tuple[str, ...] = (
     "CA001", "CA002", "CA003",
     # CK004: the checkpoint alignment is the one vLLM's backend gives (seed 001's known limit)
     "CK004",
+    # ST: storage policies and the mamba_align / unmodeled layouts (seed 000; ST028: sizing and replay only)
+    "ST001", "ST002", "ST003", "ST004", "ST005", "ST006", "ST007", "ST008", "ST009", "ST010",
+    "ST011", "ST012", "ST013", "ST014", "ST015", "ST016", "ST017", "ST018", "ST019", "ST020",
+    "ST021", "ST022", "ST023", "ST024", "ST025", "ST026", "ST027", "ST028",
 )
 
 #: Retired IDs and why; they are never reused.

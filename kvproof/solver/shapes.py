@@ -248,6 +248,7 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
     examples = _load_examples(root or examples_dir())
     shapes: list[Shape] = []
     seen: set[str] = set()
+    whole: list[tuple[str, str, Any]] = []  # group-less profiles (shaped last)
 
     def add(name: str, documents: list[tuple[str, str, Any]], seed_key: tuple | None = None) -> None:
         text = json.dumps([d[2] for d in documents], sort_keys=True)
@@ -286,12 +287,18 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
         if kind == "profile":
             for file, tree in profiles:
                 groups = tree.get("resources", {}).get("cache_groups") or []
+                if not groups:  # the unmodeled layout: the whole profile, after the grouped shapes
+                    whole.append((example, file, tree))
                 for count in range(1, min(bound.groups, len(groups)) + 1):
                     for start in range(0, len(groups) - count + 1):
                         add(f"profile {example} groups[{start}:{start + count}]",
                             [("profile", file, shrink_profile(tree, list(range(start, start + count))))],
                             ("profile", example, start) if count == 1 else None)
     shapes.sort(key=lambda s: s.size)
+    grouped = len(shapes)
+    for example, file, tree in whole:
+        add(f"profile {example}", [("profile", file, copy.deepcopy(tree))], ("profile", example, 0))
+    shapes[grouped:] = sorted(shapes[grouped:], key=lambda s: s.size)
     return shapes
 
 
