@@ -30,7 +30,7 @@ def run(args: list[str], jobs: int = 1) -> tuple[float, dict, int]:
 
     start = time.perf_counter()
     env = dict(os.environ, KVPROOF_JOBS=str(jobs))
-    proc = subprocess.run([sys.executable, "-m", "kvproof", "prove", *args, "--format", "json"],
+    proc = subprocess.run([sys.executable, "-m", "kvproof", "prove", *args, "--format", "json", "--timings"],
                           capture_output=True, text=True, cwd=ROOT, env=env)
     seconds = time.perf_counter() - start
     try:

@@ -76,17 +76,36 @@ def _solver_interrupts() -> None:
             if signal.SIGINT in data:
                 _SIGINT.set()
                 z3.main_ctx().interrupt()
+                engine = sys.modules.get("kvproof.solver.engine")
+                if engine is not None:  # the prover's calls run in z3 contexts of their own
+                    engine.interrupt()
 
     threading.Thread(target=watch, name="kvproof-sigint", daemon=True).start()
     previous = sys.unraisablehook
 
     def _unraisable(unraisable) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):  # swallowed in a __del__: raise it again
+        if _is_interrupt(unraisable.exc_value):  # swallowed in a __del__: raise it again
             signal.raise_signal(signal.SIGINT)
             return
+        if _SIGINT.is_set():
+            return  # the interrupt's aftermath in a destructor: the command ends with 130 anyway
         previous(unraisable)
 
     sys.unraisablehook = _unraisable
+
+
+def _is_interrupt(exc: BaseException | None) -> bool:
+    """A KeyboardInterrupt, also as ctypes wraps one raised while it converted an argument of a
+    z3 call (``ArgumentError('argument 1: KeyboardInterrupt: ')`` from ``AstRef.__del__``)."""
+    for _ in range(8):
+        if exc is None:
+            return False
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        if type(exc).__name__ == "ArgumentError" and "KeyboardInterrupt" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 #: Set once SIGINT arrived during a solver command: whatever the command raises then (z3's
@@ -273,9 +292,10 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Processes [default: KVPROOF_JOBS or 1].")
 @click.option("--table", is_flag=True,
               help="Prove the state support table instead: every row reachable, rows disjoint, the table total.")
+@click.option("--timings", is_flag=True, help="Add each rule's seconds to the report (they differ run to run).")
 def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
           fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int | None,
-          table: bool) -> None:
+          table: bool, timings: bool) -> None:
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
     Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
@@ -292,7 +312,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
 
     if table:
         sys.exit(run_table(timeout, fmt))
-    sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples, jobs))
+    sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples, jobs, timings))
 
 
 @cli.command()
@@ -309,8 +329,10 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
 @click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
 @click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
+@click.option("--timings", is_flag=True, help="Add each claim's seconds to the report (they differ run to run).")
 def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,
-          timeout: float, rlimit: int | None, fmt: str, counterexample_dir: str | None, examples: str | None) -> None:
+          timeout: float, rlimit: int | None, fmt: str, counterexample_dir: str | None, examples: str | None,
+          timings: bool) -> None:
     """Prove an invariant over documents every rule accepts, or print a counterexample document.
 
     EXPRESSION is a formula over `doc` (`bundle` for --kind bundle) in kvproof's expression
@@ -342,7 +364,7 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
     from .commands.claim import run
 
     sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir, rlimit,
-                 examples))
+                 examples, timings))
 
 
 @cli.command()

@@ -20,6 +20,7 @@ def run(
     counterexample_dir: str | None = None,
     rlimit: int | None = None,
     examples: str | None = None,
+    timings: bool = False,
 ) -> int:
     from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
     from ..solver.engine import Config
@@ -77,7 +78,8 @@ def run(
             result.counterexample = write_documents(Path(counterexample_dir), result.claim, result.documents)
         results.append(result)
         if fmt == "text":
-            line = f"{result.claim}  {result.verdict:<8} (expect {result.expect})  {result.seconds:6.2f}s  {result.text}"
+            clock = f"  {result.seconds:6.2f}s" if timings else ""
+            line = f"{result.claim}  {result.verdict:<8} (expect {result.expect}){clock}  {result.text}"
             sys.stdout.write(line + "\n")
             if result.verdict == "refuted":
                 where = result.counterexample or "(pass --counterexample-dir to keep it)"
@@ -89,7 +91,7 @@ def run(
             elif result.verdict != "holds":
                 sys.stdout.write(f"       {result.reason}\n")
     if fmt == "json":
-        sys.stdout.write(json.dumps({"claims": [r.to_json() for r in results]}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"claims": [r.to_json(timings) for r in results]}, indent=2) + "\n")
     elif fmt in ("sarif", "github"):
         sys.stdout.write(render_findings(results, fmt))
     if any(r.contrary for r in results):

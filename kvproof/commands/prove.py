@@ -19,6 +19,7 @@ def run(
     rlimit: int | None = None,
     examples: str | None = None,
     jobs: int | None = None,
+    timings: bool = False,
 ) -> int:
     from ..rules.registry import all_rules as registry
     from ..solver.engine import Config
@@ -55,7 +56,7 @@ def run(
         return EXIT_USAGE
 
     if redundant:
-        return _redundant(prover, selected, fmt, jobs)
+        return _redundant(prover, selected, fmt, jobs, timings)
 
     results = []
     for result in _results(prover, selected, "prove", jobs):
@@ -63,10 +64,10 @@ def run(
             result.witness = write_witness(Path(witness_dir), result)
         results.append(result)
         if fmt == "text":
-            sys.stdout.write(summary_line(result) + "\n")
+            sys.stdout.write(summary_line(result, timings) + "\n")
             sys.stdout.flush()
     if fmt == "json":
-        sys.stdout.write(to_json(results))
+        sys.stdout.write(to_json(results, timings))
     elif fmt in ("sarif", "github"):  # kvproof.report: a finding per contrary or unknown verdict
         from ..report import render_verdicts
 
@@ -131,8 +132,13 @@ _WORKER: dict = {}
 
 
 def _init_worker(bound, config, examples) -> None:
+    import signal
+
     from ..solver.prove import Prover
 
+    # Ctrl-C is the parent's to handle: it ends the workers itself (a worker that raised
+    # KeyboardInterrupt would only hand it back as a result and take the next rule)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if "parent" in _WORKER:  # forked: the parent's prover, its pins closed and its shapes built
         _WORKER["prover"] = _WORKER["parent"]
         return
@@ -150,7 +156,8 @@ def _results(prover, selected, kind: str, jobs: int):
     """Results in registry order; with ``jobs`` > 1 from a process pool (each process proves the
     rules handed to it with its own Prover, forked from this one where the platform forks; the
     order and the bytes of the output do not change)."""
-    prover.close_pins()  # the shapes' pins, once, before the first rule is timed (or the fork)
+    # the pins of the kinds these rules read, once, before the first rule (and the fork)
+    prover.close_pins(sorted({k for rule in selected for k in rule.over.kinds}))
     if jobs <= 1 or len(selected) <= 1:
         for rule in selected:
             yield prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
@@ -161,22 +168,39 @@ def _results(prover, selected, kind: str, jobs: int):
     context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
     if context is not None:
         _WORKER["parent"] = prover  # every process starts from these shapes
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
+                               initargs=(prover.bound, prover.config, prover.examples))
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
-                                 initargs=(prover.bound, prover.config, prover.examples)) as pool:
-            # a rule expected dead searches every shape of the bound (the long pole): it goes
-            # first. A rule is never split among processes: its shapes are asked in one order,
-            # the cores of earlier shapes steering later ones, so its result does not depend on
-            # --jobs.
-            first = sorted(selected, key=lambda r: r.expect != "dead")
-            futures = {rule.id: pool.submit(_work, (kind, rule.id)) for rule in first}
-            for rule in selected:
-                yield futures[rule.id].result()
+        # a rule expected dead searches every shape of the bound (the long pole): it goes
+        # first. A rule is never split among processes: its shapes are asked in one order,
+        # the cores of earlier shapes steering later ones, so its result does not depend on
+        # --jobs.
+        first = sorted(selected, key=lambda r: r.expect != "dead")
+        futures = {rule.id: pool.submit(_work, (kind, rule.id)) for rule in first}
+        for rule in selected:
+            yield futures[rule.id].result()
+    except BaseException:
+        _stop(pool)  # Ctrl-C (or a broken pipe): no rule is waited for
+        raise
+    else:
+        pool.shutdown(wait=True)
     finally:
         _WORKER.pop("parent", None)
 
 
-def _redundant(prover, selected, fmt: str, jobs: int = 1) -> int:
+def _stop(pool) -> None:
+    """End the pool now: drop the queued rules and terminate the workers this run started (by
+    their process ids; a worker inside a z3 call would otherwise finish it first)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=1)
+
+
+def _redundant(prover, selected, fmt: str, jobs: int = 1, timings: bool = False) -> int:
     import json
 
     results = []
@@ -192,10 +216,10 @@ def _redundant(prover, selected, fmt: str, jobs: int = 1) -> int:
                 line = f"{result.rule}  needed     (shape: {result.shape})"
             else:
                 line = f"{result.rule}  unknown    {result.reason}"
-            sys.stdout.write(f"{line}  {result.seconds:.2f}s\n")
+            sys.stdout.write(f"{line}  {result.seconds:.2f}s\n" if timings else f"{line}\n")
             sys.stdout.flush()
     if fmt == "json":
-        sys.stdout.write(json.dumps({"redundant": [r.to_json() for r in results]}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"redundant": [r.to_json(timings) for r in results]}, indent=2) + "\n")
     else:
         names = [r.rule for r in results if r.verdict == "redundant"]
         sys.stdout.write(f"{len(names)} redundant rule(s){': ' + ', '.join(names) if names else ''} "

@@ -139,6 +139,18 @@ def _pin_pairs(leaf: Leaf) -> list[tuple[Any, Any]]:
 #: A slice question (a subset of the rules on a fresh solver) gets ``rlimit // SLICE_FRACTION``.
 SLICE_FRACTION = 5
 
+#: The z3 context of the solver call running now (one at a time per process), for Ctrl-C.
+_CHECKING: Any = None
+
+
+def interrupt() -> None:
+    """Stop the running solver call at once (thread-safe: ``Context.interrupt``). The CLI's
+    SIGINT watcher calls it; the call returns unknown and the interrupt ends the command."""
+    ctx = _CHECKING
+    if ctx is not None:
+        ctx.interrupt()
+
+
 class IsolatedSolver:
     """A z3 solver in a z3 context of its own; terms of the main context are translated on the
     way in, models on the way out.
@@ -172,7 +184,13 @@ class IsolatedSolver:
         self.solver.pop()
 
     def check(self, *assumptions: Any) -> Any:
-        return self.solver.check(*[self._in(a) for a in assumptions])
+        global _CHECKING
+        terms = [self._in(a) for a in assumptions]
+        _CHECKING = self.ctx
+        try:
+            return self.solver.check(*terms)
+        finally:
+            _CHECKING = None
 
     def model(self) -> Any:
         return self.solver.model().translate(z3.main_ctx())
@@ -374,6 +392,18 @@ class Session:
     def rebuild(self) -> None:
         """Build the documents again with the current pins (every encoding is dropped)."""
         self._build()
+
+    def fork(self) -> "Session":
+        """A session on this one's build and encodings with pins (and a solver) of its own: what
+        it learns (a claim read in Python control flow) stays in it, so the base session, and
+        every later question on it, do not depend on what was asked on the fork."""
+        import copy
+
+        twin = copy.copy(self)
+        twin.pins = set(self.pins)
+        twin.encoded = dict(self.encoded)
+        twin.reset_solver()
+        return twin
 
     def encode(self, rule: Rule) -> Encoded:
         """The rule's instance verdicts as z3 Bools (pins and rebuilds on control-flow reads)."""

@@ -60,14 +60,19 @@ class RuleResult:
             return True
         return self.verdict in ("reachable", "dead") and self.verdict != self.expect
 
-    def to_json(self) -> dict:
-        return {
+    def to_json(self, timings: bool = False) -> dict:
+        """The report entry; ``timings`` adds ``seconds`` (the clock: it differs run to run, so
+        only on request, ``--timings``)."""
+        out = {
             "rule": self.rule, "verdict": self.verdict, "expect": self.expect, "witness": self.witness,
-            "core": self.core, "seconds": round(self.seconds, 3), "shape": self.shape,
+            "core": self.core, "shape": self.shape,
             "shapes_tried": self.shapes_tried, "reason": self.reason, "changed": self.changed,
             "gaps": self.gaps,
             "core_rules": [c for c in self.core if ":" not in c.split(" ")[0]],
         }
+        if timings:
+            out["seconds"] = round(self.seconds, 3)
+        return out
 
 
 @attrs.define
@@ -81,10 +86,12 @@ class Redundancy:
     #: SHAPE:pin entries of the cores (small-domain values held to keep the query linear)
     pinned: int = 0
 
-    def to_json(self) -> dict:
-        return {"rule": self.rule, "verdict": self.verdict, "implied_by": self.implied_by,
-                "seconds": round(self.seconds, 3), "shape": self.shape, "reason": self.reason,
-                "pinned": self.pinned}
+    def to_json(self, timings: bool = False) -> dict:
+        out = {"rule": self.rule, "verdict": self.verdict, "implied_by": self.implied_by,
+               "shape": self.shape, "reason": self.reason, "pinned": self.pinned}
+        if timings:
+            out["seconds"] = round(self.seconds, 3)
+        return out
 
 
 class Prover:
@@ -100,12 +107,13 @@ class Prover:
         self.bound = bound or Bound()
         self.config = config or Config()
         self.examples = examples
-        self.pins: set[str] = set(DEFAULT_PINS)
+        #: the closed pins of each document kind's base shapes (:meth:`pins_of`), built lazily
+        self._pins: dict[str, set[str]] = {}
         self.sessions: dict[str, Session] = {}
         self._bases: dict[str, list[Shape]] = {}
+        self._kind_of: dict[str, str] = {}  # base shape name -> its kind (whose pins it shares)
         self._repaired: dict[str, Shape] = {}
         self._alternatives: dict | None = None
-        self._pins_closed = False
         #: answers of slice questions by their z3 terms, shared by every session (the terms are
         #: kept alive with them, so their ids are never reused)
         self.slice_cache: dict = {}
@@ -121,7 +129,19 @@ class Prover:
     def bases(self, kind: str) -> list[Shape]:
         if kind not in self._bases:
             self._bases[kind] = base_shapes(kind, self.bound, self.examples)
+            for shape in self._bases[kind]:
+                self._kind_of.setdefault(shape.key(), kind)
         return self._bases[kind]
+
+    @property
+    def closed_kinds(self) -> list[str]:
+        """The kinds whose pins are closed (in the order they were)."""
+        return list(self._pins)
+
+    @property
+    def pins(self) -> set[str]:
+        """Every pin closed so far, of every kind (for people and tests)."""
+        return set().union(DEFAULT_PINS, *self._pins.values())
 
     def shapeless(self, kinds: Iterable[str]) -> str | None:
         """None when some base shape of ``kinds`` exists; else why none does. A search over no
@@ -157,37 +177,52 @@ class Prover:
 
                     names = collect_consts(encoded.terms)
                     paths += [leaf.path for leaf in session.leaves() if any(n in names for n in leaf.var_names)]
-                mutated = mutations(self.repaired(base), self.pins, self.alternatives())
+                mutated = mutations(self.repaired(base), self.pins_of(self._kind_of[base.key()]), self.alternatives())
                 mutated.sort(key=lambda s: (-relevance(s.edit, paths), s.size))
                 yield from mutated[: self.bound.mutations]
 
-    def close_pins(self) -> None:
-        """Learn every pin the base shapes need, once, before the first question: encode every
-        rule on every base shape (in one fixed order) until no new pin appears. A shape's
-        formulas then depend on the shape alone, not on which rules were asked before (nor on
-        which process asks: ``--jobs``)."""
-        if self._pins_closed:
-            return
-        self._pins_closed = True
+    def close_pins(self, kinds: Iterable[str] = SHAPE_KINDS) -> None:
+        """Close the pins of these kinds now (before a fork, so the processes inherit them)."""
+        for kind in kinds:
+            self.pins_of(kind)
+
+    def pins_of(self, kind: str) -> set[str]:
+        """The pins of a kind's base shapes: learned once, before the first question on that
+        kind, by encoding every rule on every base shape of the kind (in one fixed order) until
+        no new pin appears. A shape's formulas then depend on its kind's shapes alone: not on
+        which rules were asked before, nor which were requested (``prove PF001`` closes the
+        profile shapes only), nor which process asks (``--jobs``)."""
+        pins = self._pins.get(kind)
+        if pins is not None:
+            return pins
+        pins = self._pins[kind] = set(DEFAULT_PINS)
         for _round in range(50):
-            before = set(self.pins)
-            for kind in SHAPE_KINDS:
-                for shape in self.bases(kind):
-                    session = self.session(shape)
-                    if session.built_pins != self.pins:
-                        session.rebuild()  # a pin learned on a later shape: encode this one again
-                    session.encode_all()
-            if self.pins == before:
-                return
+            before = set(pins)
+            # largest first: its pins are (nearly always) those of the smaller shapes too, so
+            # these are built once, with them (a pin learned late rebuilds what was built before)
+            for shape in sorted(self.bases(kind), key=lambda s: (-s.size, s.name)):
+                session = self._session(shape, pins, keep=True)
+                if session.built_pins != pins:
+                    session.rebuild()  # a pin learned on a later shape: encode this one again
+                session.encode_all()
+            if pins == before:
+                break
+        return pins
 
     def session(self, shape: Shape, keep: bool = True) -> Session:
-        """The session of a base shape (kept, built with the closed pins), or a fresh one for
-        a mutation (``keep=False``) whose pins are its own (what it learns stays in it)."""
-        if keep:
-            self.close_pins()
-        session = self.sessions.get(shape.key())
+        """The session of a base shape (kept, built with its kind's closed pins), or a fresh
+        one for a mutation (``keep=False``) that starts from its base's pins and keeps what it
+        learns to itself."""
+        kind = self._kind_of.get(shape.parent or shape.key())
+        if kind is None:
+            raise KeyError(f"not a shape of this prover: {shape.name}")
+        pins = self.pins_of(kind)
+        return self._session(shape, pins if keep else set(pins), keep)
+
+    def _session(self, shape: Shape, pins: set[str], keep: bool) -> Session:
+        session = self.sessions.get(shape.key()) if keep else None
         if session is None:
-            session = Session(shape, self.rules, self.config, self.pins if keep else set(self.pins))
+            session = Session(shape, self.rules, self.config, pins)
             session.cache = self.slice_cache
             if keep:
                 self.sessions[shape.key()] = session
@@ -257,6 +292,10 @@ class Prover:
             elif not instances:
                 result.verdict = "unknown"  # dead over no instance would be vacuous
                 result.reason = f"no instance of the rule in any shape within {self.bound.label()} ({tried} shapes)"
+            elif not [c for c in cores if not c.startswith("goal:")]:
+                # dead with no rule and no axiom in any core: the shapes alone decide it
+                result.reason = (f"holds by the structure of every shape within {self.bound.label()} ({tried} "
+                                 "shapes): no shape of the bound can make it fail")
             else:
                 result.core = sorted(set(cores), key=_core_key)
                 result.reason = f"unsat in every shape within {self.bound.label()} ({tried} shapes)"
@@ -497,12 +536,14 @@ def _core_key(name: str) -> tuple:
     return (0 if ":" not in name.split(" ")[0] else 1, name)
 
 
-def summary_line(result: RuleResult) -> str:
-    head = f"{result.rule}  {result.verdict:<9} (expect {result.expect})  {result.seconds:6.2f}s"
+def summary_line(result: RuleResult, timings: bool = False) -> str:
+    head = f"{result.rule}  {result.verdict:<9} (expect {result.expect})"
+    if timings:
+        head += f"  {result.seconds:6.2f}s"
     if result.verdict == "reachable":
         return f"{head}  shape: {result.shape}" + (f"  witness: {result.witness}" if result.witness else "")
     if result.verdict == "dead":
-        if not result.core and result.reason.startswith("no instance"):
+        if not result.core:  # by structure alone: the reason says so
             return f"{head}  {result.reason}"
         return f"{head}  core: {core_text(result.core)}"
     return f"{head}  {result.reason}"
@@ -534,8 +575,8 @@ def core_text(core: list[str]) -> str:
     return ", ".join(rules) + "".join(f" + {p}" for p in parts)
 
 
-def to_json(results: list[RuleResult]) -> str:
-    return json.dumps({"rules": [r.to_json() for r in results]}, indent=2) + "\n"
+def to_json(results: list[RuleResult], timings: bool = False) -> str:
+    return json.dumps({"rules": [r.to_json(timings) for r in results]}, indent=2) + "\n"
 
 
 def _refusing_rules(documents: list[tuple[str, str]], rules: list[Rule]) -> set[str]:

@@ -286,8 +286,18 @@ class SymValue:
             real = z3.If(self._is(INT_T), z3.ToReal(self.ival), real)
         return real
 
-    def __eq__(self, other: Any):  # noqa: PLR0911 - one case per JSON scalar type
+    def __eq__(self, other: Any):
         _accessed(self._leaf)
+        if other is None or other is ABSENT or isinstance(other, (str, bool, int, float, Fraction)):
+            # a constant: the same term every time (a rule that compares a leaf with each row
+            # of a table, as the SS rules do, asks thousands of times per shape)
+            key = ("eq", type(other), other)
+            if key not in self._cache:
+                self._cache[key] = self._eq(other)
+            return self._cache[key]
+        return self._eq(other)
+
+    def _eq(self, other: Any):  # noqa: PLR0911 - one case per JSON scalar type
         if isinstance(other, SymValue):
             parts = [z3.And(self._numeric_tag(), other._numeric_tag(), _num_eq(self.numeric(), other.numeric())),
                      z3.And(self._is(NULL_T), other._is(NULL_T)),

@@ -77,9 +77,9 @@ def test_shipped_claims_are_decided_the_same_under_two_hash_seeds(tmp_path) -> N
         proc = subprocess.run([sys.executable, "-m", "kvproof", "claim", "--all", "--kind", "scheduler", "--format",
                                "json"], capture_output=True, text=True, env=env, timeout=600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        reports.append([{k: v for k, v in c.items() if k != "seconds"} for c in json.loads(proc.stdout)["claims"]])
-    assert reports[0] == reports[1]
-    assert [c["verdict"] for c in reports[0]] == ["holds"]
+        reports.append(proc.stdout)
+    assert reports[0] == reports[1]  # byte for byte: no clock in the report
+    assert [c["verdict"] for c in json.loads(reports[0])["claims"]] == ["holds"]
 
 
 def test_zero_shapes_prove_nothing(tmp_path, monkeypatch, capsys) -> None:

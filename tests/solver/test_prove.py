@@ -4,6 +4,7 @@ dead rules with an unsat core of rule IDs and axiom names, unknown is never proo
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -105,11 +106,26 @@ def test_cli_json_report(capsys, tmp_path) -> None:
     report = json.loads(out)
     assert code == 0
     by_id = {r["rule"]: r for r in report["rules"]}
-    assert set(by_id["PF001"]) >= {"rule", "verdict", "expect", "witness", "core", "seconds"}
+    assert set(by_id["PF001"]) >= {"rule", "verdict", "expect", "witness", "core"}
+    assert "seconds" not in by_id["PF001"]  # the clock only with --timings: the same bytes every run
     assert by_id["PF001"]["verdict"] == "reachable" and by_id["PF001"]["witness"] == str(tmp_path / "PF001.json")
     assert (tmp_path / "PF001.json").is_file()
     assert by_id["PF011"]["verdict"] == "dead" and by_id["PF011"]["witness"] is None
     assert by_id["PF011"]["core"]
+
+
+def test_reports_carry_no_clock_unless_timings_is_given(capsys) -> None:
+    args = ["prove", "PF001", "--max-shape", "groups=1,layers=1,mutations=0"]
+    assert main(args) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("PF001  reachable (expect reachable)  shape: ") and not re.search(r"\d+\.\d\ds", line)
+    assert main([*args, "--timings"]) == 0
+    assert re.match(r"PF001  reachable \(expect reachable\) +\d+\.\d\ds  shape: ", capsys.readouterr().out)
+    assert main([*args, "--format", "json", "--timings"]) == 0
+    assert isinstance(json.loads(capsys.readouterr().out)["rules"][0]["seconds"], float)
+    assert main(["claim", "--kind", "profile", "--max-shape", "groups=1,layers=1,mutations=0",
+                 "All(g.page_size_bytes > 0 for g in doc.resources.cache_groups)", "--format", "json"]) == 0
+    assert "seconds" not in json.loads(capsys.readouterr().out)["claims"][0]
 
 
 def test_cli_usage_errors(capsys) -> None:

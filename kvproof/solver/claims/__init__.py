@@ -122,10 +122,13 @@ class ClaimResult:
             return True
         return self.verdict in ("holds", "refuted") and self.verdict != self.expect
 
-    def to_json(self) -> dict:
-        return {"claim": self.claim, "text": self.text, "verdict": self.verdict, "expect": self.expect,
-                "seconds": round(self.seconds, 3), "shapes": self.shapes, "core": self.core, "shape": self.shape,
-                "reason": self.reason, "counterexample": self.counterexample}
+    def to_json(self, timings: bool = False) -> dict:
+        out = {"claim": self.claim, "text": self.text, "verdict": self.verdict, "expect": self.expect,
+               "shapes": self.shapes, "core": self.core, "shape": self.shape,
+               "reason": self.reason, "counterexample": self.counterexample}
+        if timings:  # the clock differs run to run: only on request (--timings)
+            out["seconds"] = round(self.seconds, 3)
+        return out
 
 
 def prove_claim(target: Claim, prover) -> ClaimResult:
@@ -144,7 +147,7 @@ def prove_claim(target: Claim, prover) -> ClaimResult:
     unknown: list[str] = []
     for shape in prover.bases(target.kind):
         result.shapes += 1
-        session = prover.session(shape)
+        session = prover.session(shape).fork()  # the claim's own pins never reach the next claim
         try:
             term = _as_claim_bool(symbolic_value(session, target.apply))
         except ExpressionError:
