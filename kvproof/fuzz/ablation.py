@@ -106,6 +106,10 @@ def fixture_corpus(root: Path | None, rules: list[Rule] | None = None,
 
         def build(case: Path = case) -> list[Document]:
             if case.is_file():
+                if case.stem.startswith("replay_"):  # a profile being sized or replayed (ST028), as kvproof plan checks it
+                    from ..rules.state_storage import replay_document
+
+                    return [replay_document(load_path(case))]
                 return [load_path(case)]
             documents = [load_path(p) for p in sorted(case.glob("*.json"))]
             documents += [attrs.evolve(load_path(p), role="probe") for p in sorted((case / "probe").glob("*.json"))]

@@ -135,7 +135,39 @@ _OTHER = ("+1", "-1", "number")
 def _positive(edit: Edit, tree: Any) -> bool:
     return type(edit.value) is int and edit.value > 0
 
+def _layout(*layouts: str) -> Callable[[Edit, Any], bool]:
+    """A profile of one of ``layouts`` (ST rules, docs/state-storage.md)."""
+    return lambda edit, tree: isinstance(tree, dict) and (tree.get("resources") or {}).get("cache_layout") in layouts
+
+
+def _policy(policy: str) -> Callable[[Edit, Any], bool]:
+    return lambda edit, tree: isinstance(tree, dict) and (tree.get("resources") or {}).get("state_storage") == policy
+
+
+#: The storage-policy profiles' variants (examples/hybrid-mamba-align, examples/unmodeled-*).
+_STATE_STORAGE_VARIANTS: tuple[Explanation, ...] = (
+    Explanation("Resources", "cache_groups", "an unmodeled profile holds no groups: an empty and an absent list are "
+                "the same (ST007)", ops=("remove",), when=_layout("unmodeled")),
+    Explanation("Resources", "mamba_cache", "the unmodeled layout serves timing queries: its observed geometry is "
+                "optional (ST005 requires it of mamba_align only)", ops=_ABSENCE, when=_layout("unmodeled")),
+    Explanation("MambaCache", "block_size_tokens", "any block of whole hash units (ST009) on the unmodeled layout: "
+                "timing queries size nothing by it (ST011 ties it to the groups of mamba_align)",
+                when=lambda e, t: _layout("unmodeled")(e, t) and _positive(e, t)),
+    Explanation("Resources", "state_cache", "manual state geometry is optional (ST026 and ST027 judge it when stated)",
+                ops=_ABSENCE),
+    Explanation("StateCache", "num_speculative_states", "each manual key is optional (ST026 judges a stated one)",
+                ops=_ABSENCE),
+    Explanation("MambaCache", "num_speculative_tokens", "KDA RecoverSSM runs at any draft depth >= 1 and keeps no "
+                "speculative state blocks (abstract.py:84-90): no other profile field fixes the depth (ST025 refuses 0)",
+                ops=("+1", "-1"), when=lambda e, t: _policy("kda_recoverssm")(e, t) and _positive(e, t)),
+    Explanation("CacheGroup", "prefill_checkpoint_blocks", "0 or 1 prefill checkpoint (MambaMixer2 sets 1, "
+                "mamba_mixer2.py:1108-1118; other Mamba layers keep 0): the layers decide, and a profile "
+                "alone has no evidence of them (next to its records PA009 compares it)",
+                ops=("+1",), when=lambda e, t: e.value in (0, 1)),
+)
+
 VALID_VARIANTS: tuple[Explanation, ...] = (
+    *_STATE_STORAGE_VARIANTS,
     # ---- the scheduler process's Mamba block (seed 001: 16 next to the workers' 2,176)
     Explanation("ResolvedConfig", "mamba_block_size", "any value in a scheduler record: the multiprocess executor "
                 "aligns the Mamba block in the worker processes only (multiproc_executor.py:802), so no rule "
@@ -218,6 +250,10 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
 _UNKNOWN_OR_ABSENT = ("null", "remove", "unknown", "text")
 
 KNOWN_GAPS: tuple[Explanation, ...] = (
+    # F030: a mamba_align state group that loses its checkpoint count reads as a non-Mamba state group
+    Explanation("CacheGroup", "prefill_checkpoint_blocks", "a mamba_align state group without "
+                "prefill_checkpoint_blocks is taken for a ring or windowed state: ST011/ST012 skip it and kvproof "
+                "plan sizes it as a consumer group", id="F030", ops=_ABSENCE, when=_layout("mamba_align")),
     # F001-F002: resolved settings (SU006 compares a worker's shared settings with its scheduler's,
     # SU007 derives max_in_flight_tokens)
     Explanation("ResolvedConfig", "block_size", "a worker's block_size is not compared with its scheduler's (a "

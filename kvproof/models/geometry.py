@@ -33,7 +33,7 @@ from .codec import (
 )
 
 __all__ = [
-    "MultipleOf", "Geometry", "LayerEntry", "Speculative", "PlatformAlignment", "Views",
+    "MultipleOf", "Geometry", "LayerEntry", "Speculative", "StateBackend", "replay_ring_layer", "PlatformAlignment", "Views",
     "ViewBackend", "Simulate", "WorkloadRequest", "ExpandedLayer", "load_geometry", "expand_layers",
     "SPEC_CLASSES", "SPEC_FIELDS", "REQUIRED_FIELDS", "DTYPE_SIZES", "DTYPE_CANONICAL",
     "KV_QUANT_MODES", "MAMBA_TYPES", "LAYOUT_NAMES", "LAYOUT_ALIASES", "canonical_dtype",
@@ -403,6 +403,28 @@ class Speculative:
     multi_module_mtp: bool = ABSENT  # use_multi_module_mtp() (num_nextn_predict_layers > 1)
 
 
+#: ``vllm_revision`` values: the support table's revisions (kvproof/sim/state_support.py REVISIONS).
+RevisionName = Literal["0.33.0", "d9cd1fd1fcfc5a08d14ff29ba7439f76ad42d628"]
+
+
+@attrs.frozen
+class StateBackend:
+    """The state settings ``VllmConfig.validate_mamba_cached_kernel`` reads (vllm/config/vllm.py:3454-3553)
+    beyond the top-level ``use_replayssm`` and the speculative fields; with it the simulator refuses an
+    unsupported combination as vLLM does and sizes ReplaySSM's replay rings (docs/state-storage.md)."""
+
+    architecture: str  # model_config.architecture
+    mamba_backend: Literal["triton", "flashinfer", "cpu"] = ABSENT  # mamba_config.backend, default triton
+    replayssm_buffer_len: PositiveInt = ABSENT  # cache_config.replayssm_buffer_len, default 16
+    use_v2_model_runner: bool = ABSENT  # VLLM_USE_V2_MODEL_RUNNER; default: the resolved runner
+    kv_connector: bool = ABSENT  # kv_transfer_config.is_kv_transfer_instance, default false
+    stochastic_rounding: bool = ABSENT  # mamba_config.enable_stochastic_rounding, default false
+    vllm_revision: RevisionName = ABSENT  # default 0.33.0
+    #: The Mamba2 mixers' ``n_groups`` (the model config's): ReplaySSM's B ring holds its groups
+    #: (``append_replayssm_ring``, model_executor/layers/mamba/mamba_utils.py:214-246).
+    n_groups: PositiveInt = ABSENT
+
+
 @attrs.frozen
 class PlatformAlignment:
     """Inputs of ``Platform._align_hybrid_block_size`` (``vllm/platforms/interface.py:940-1137``)."""
@@ -485,6 +507,7 @@ class Geometry:
     mamba_page_size_padded: PositiveInt | None = ABSENT
     num_speculative_tokens: int | None = ABSENT
     use_replayssm: bool = ABSENT
+    state_backend: StateBackend | None = ABSENT
     speculative: Speculative | None = ABSENT
     prefix_match_unit: PositiveInt | None = ABSENT
     num_gpu_blocks_override: PositiveInt | None = ABSENT
@@ -594,6 +617,12 @@ def expand_layers(geometry: Geometry) -> list[ExpandedLayer]:
     return out
 
 
+def replay_ring_layer(entry: LayerEntry) -> bool:
+    """A layer to which ReplaySSM appends its rings: a Mamba2 mixer (``MambaMixer2.get_state_shape``,
+    model_executor/layers/mamba/mamba_mixer2.py:1138-1155; the other Mamba layers keep their state)."""
+    return entry.spec == "MambaSpec" and entry.mamba_type in (ABSENT, "MAMBA2")
+
+
 def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnostic]:
     problems: list[Diagnostic] = []
 
@@ -633,6 +662,18 @@ def _semantic_diagnostics(geometry: Geometry, file: str | None) -> list[Diagnost
                 add(f"{base}.shapes", "expected at least one state shape")
             if present(entry.dtypes) and len(entry.dtypes) != len(entry.shapes):
                 add(f"{base}.dtypes", f"expected one dtype per shape ({len(entry.shapes)}), got {len(entry.dtypes)}")
+    backend = geometry.state_backend
+    if geometry.use_replayssm is True and present(backend) and backend is not None and not present(backend.n_groups):
+        for i, entry in enumerate(geometry.layers):
+            if replay_ring_layer(entry):
+                add("$.state_backend.n_groups", f"required with use_replayssm: the Mamba2 layer $.layers[{i}] holds "
+                    "ReplaySSM's replay rings, whose B ring has n_groups groups")
+                break
+    if geometry.use_replayssm is True and present(backend) and backend is not None:
+        for i, entry in enumerate(geometry.layers):
+            if replay_ring_layer(entry) and present(entry.shapes) and (len(entry.shapes) != 2 or len(entry.shapes[1]) != 3):
+                add(f"$.layers[{i}].shapes", "a Mamba2 layer with ReplaySSM rings states its base (conv, ssm) shapes, "
+                    "ssm = (heads, head_dim, state_size): the rings are appended to them")
     if problems:
         return problems
     too_many = _too_many_layers(geometry)

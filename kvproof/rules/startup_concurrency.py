@@ -198,14 +198,19 @@ def pool_holds_one_request(cache, config):
 
 #: ResolvedConfig fields every process of one engine resolves alike: one ``VllmConfig`` is built
 #: before the workers are spawned and auto-fit sends ``max_model_len`` to them
-#: (v1/engine/core.py:327-332). Not ``block_size``/``mamba_block_size``: a multiprocess executor
-#: aligns them in the worker processes only (v1/executor/multiproc_executor.py:802) and the engine
+#: (v1/engine/core.py:327-332); so are the support table's state settings, which
+#: ``VllmConfig.validate_mamba_cached_kernel`` validates once. Not ``block_size``/``mamba_block_size``:
+#: a multiprocess executor aligns them in the worker processes only (v1/executor/multiproc_executor.py:802) and the engine
 #: writes its group block size back afterwards (core.py:334-352).
 SHARED_SETTINGS = (
     "max_model_len", "enable_prefix_caching", "max_num_batched_tokens", "mamba_cache_mode", "prefix_match_unit",
     "max_num_seqs", "async_scheduling", "max_in_flight_tokens", "num_speculative_tokens", "tensor_parallel_size",
     "pipeline_parallel_size", "decode_context_parallel_size", "num_gpu_blocks_override",
     "prefix_cache_retention_interval",
+    # the state settings the SS rules read (kvproof/rules/state_support.py): one VllmConfig, so
+    # one support-table row per engine
+    "vllm_revision", "architecture", "use_replayssm", "mamba_backend", "replayssm_buffer_len", "use_v2_model_runner",
+    "speculative_method", "is_kv_transfer_instance", "mamba_stochastic_rounding",
 )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..logic import And, If, Implies, Not, Or, Present, ValueOf, mod
 from ..models.codec import present
 from ..models.profile import CACHE_LAYOUTS, STATE_STORAGE_POLICIES
+from ..sim.replay_ring import ring_length as physical_ring_length
 from ..sim.state_support import REFUSALS
 from .core import Instance, binding, rule
 
@@ -414,9 +415,9 @@ def replay_rings(profile):
 
 
 def _ring_length(r, cache, ring):
-    """The physical ring: the window, FlashInfer ``+ 1 + num_speculative_tokens`` (mamba_utils.py:234-237)."""
-    return If(_is(r.state_storage, "flashinfer_replayssm"), ring.buffer_len + 1 + cache.num_speculative_tokens,
-              ring.buffer_len)
+    """The physical ring: the window, FlashInfer ``+ 1 + num_speculative_tokens`` (mamba_utils.py:234-237),
+    as the simulator sizes it."""
+    return physical_ring_length(ring.buffer_len, _is(r.state_storage, "flashinfer_replayssm"), cache.num_speculative_tokens)
 
 
 _RINGS = _VALUES + ("ST001", "ST016", "ST017")

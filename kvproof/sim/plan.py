@@ -45,7 +45,7 @@ from .platform import (
 from .pool import KVCacheConfig, KVCacheTensor, get_kv_cache_bytes_per_block, get_kv_cache_config_from_groups, \
     project_groups_to_worker
 from .refusals import VllmAssertionError, VllmError, VllmTypeError, VllmValueError, as_refusal
-from .settings import EngineSettings, build_layer_spec, resolve_settings
+from .settings import EngineSettings, build_layer_spec, mamba_state, resolve_settings
 from .specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -190,6 +190,16 @@ def kv_cache_groups_tp_replicas(groups: list[KVCacheGroupSpec], tp: int, dcp: in
     return reduce(math.gcd, (_layer_tp_replicas(s, tp, dcp) for s in specs), tp)
 
 
+def _model_dtype(geometry: Geometry, layers) -> str:
+    """``model_config.dtype``: the platform block's ``model_dtype`` (the default platform's, derived
+    from a layer, when the block is absent), else bfloat16."""
+    config = geometry.platform_alignment
+    if config is ABSENT:
+        default = default_platform_alignment(layers)
+        config = default.config if default is not None else None
+    return canonical_dtype(config.model_dtype) if config is not None and present(config.model_dtype) else "bfloat16"
+
+
 def _platform_alignment(
     geometry: Geometry, layers, settings: EngineSettings
 ) -> tuple[EngineSettings, AlignmentResult | None, DefaultAlignment | None]:
@@ -222,8 +232,9 @@ def _run_alignment(geometry: Geometry, layers, settings: EngineSettings,
     result = None
     if settings.has_mamba:  # model_config.is_hybrid: phase 2
         mamba_layers = [layer for layer in layers if layer.entry.spec == "MambaSpec"]
-        shapes = {tuple(tuple(s) for s in layer.entry.shapes) for layer in mamba_layers}
-        dtypes = {tuple(canonical_dtype(d) for d in layer.entry.dtypes) for layer in mamba_layers}
+        states = [mamba_state(layer, settings) for layer in mamba_layers]  # ReplaySSM rings included
+        shapes = {shape for shape, _ in states}
+        dtypes = {dtype for _, dtype in states}
         if len(shapes) == 1 and len(dtypes) == 1:  # get_mamba_state_shape/dtype_from_config (1053-1061)
             mamba_page = MambaSpec(block_size=-1, shapes=next(iter(shapes)), dtypes=next(iter(dtypes))).page_size_bytes
         else:  # get_mamba_specs_from_config: the layers' own specs (1047-1052)
@@ -350,6 +361,8 @@ def plan(geometry: Geometry) -> Plan:
 def _plan(geometry: Geometry) -> Plan:
     layers = expand_layers(geometry)
     settings = resolve_settings(geometry, layers)
+    if settings.replay_ring is not None:  # the rings' activation dtype is model_config.dtype
+        settings = attrs.evolve(settings, replay_ring=attrs.evolve(settings.replay_ring, model_dtype=_model_dtype(geometry, layers)))
     settings, alignment, default_alignment = _platform_alignment(geometry, layers, settings)
 
     specs = {layer.name: build_layer_spec(layer, settings) for layer in layers}

@@ -24,12 +24,16 @@ from ..models.geometry import (
     expand_layers,
     parse_tokens_per_state,
     present,
+    replay_ring_layer,
 )
 from .demand import max_in_flight_tokens
 from .refusals import VllmValueError
+from .replay_ring import ring_dtypes, ring_length, ring_shapes
+from .state_support import DEFAULT_REVISION, REFUSALS, architecture_class, decide, refusal_text, speculative_class
 from .specs import SPEC_TYPES, KVCacheSpec, MambaSpec
 
-__all__ = ["EngineSettings", "resolve_settings", "build_layer_spec", "EAGLE_METHODS", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
+__all__ = ["EngineSettings", "ReplayRingSettings", "resolve_settings", "build_layer_spec", "mamba_state",
+           "state_support_settings", "EAGLE_METHODS", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
 
 #: ``SpeculativeConfig.use_eagle()`` (config/speculative.py:2116-2120) after MTP names are
 #: normalised to "mtp".
@@ -45,6 +49,17 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 
 def _method(name: str) -> str:
     return "mtp" if name == "mtp" or name.endswith("_mtp") else name
+
+
+@attrs.frozen
+class ReplayRingSettings:
+    """What ``append_replayssm_ring`` reads (kvproof/sim/replay_ring.py): the model's ``n_groups``,
+    the tensor-parallel size, the ring length and the activation (model) dtype."""
+
+    n_groups: int
+    tp: int
+    length: int
+    model_dtype: str = "bfloat16"
 
 
 @attrs.frozen
@@ -81,9 +96,20 @@ class EngineSettings:
     num_gpu_blocks_override: int | None
     prefix_cache_retention_interval: int | None
     kv_connector: bool = False
+    #: ReplaySSM's rings (``geometry.state_backend`` with ``use_replayssm``), else None.
+    replay_ring: ReplayRingSettings | None = None
     max_num_seqs: int | None = None  # as given; the scheduler port applies EngineArgs' default
     # EngineCore turns chunked prefill off for non-causal layers (v1/engine/core.py:266-280)
     enable_chunked_prefill: bool = True
+
+
+def _v2_model_runner(geometry: Geometry, method: str | None) -> bool:
+    """``VllmConfig.use_v2_model_runner`` (config/vllm.py:731-767): ``VLLM_USE_V2_MODEL_RUNNER`` when
+    ``state_backend`` sets it, else V2 unless a feature needs V1 (3053-3087)."""
+    backend = geometry.state_backend
+    if present(backend) and backend is not None and present(backend.use_v2_model_runner):
+        return backend.use_v2_model_runner
+    return method not in _V2_UNSUPPORTED
 
 
 def _pipeline_parallel_size(geometry: Geometry) -> int:
@@ -112,12 +138,13 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
     has_mamba = any(layer.entry.spec == "MambaSpec" for layer in layers)
 
     # VllmConfig.__post_init__ (config/vllm.py:1651-1680), before the validate_mamba_block_size
-    # validator: explicit async scheduling on the V1 model runner (suffix / custom_class drafting)
-    # with a V1 incompatibility is refused.
+    # validator: explicit async scheduling on the V1 model runner (suffix / custom_class drafting, or
+    # VLLM_USE_V2_MODEL_RUNNER=0 through state_backend) with a V1 incompatibility is refused.
     early_spec = geometry.speculative if present(geometry.speculative) else None
     early_method = _method(early_spec.method) if early_spec is not None else None
-    if geometry.async_scheduling is True and early_method in _V2_UNSUPPORTED:
-        incompatible = (f"{early_method}-based speculative decoding" if early_method not in _ASYNC_COMPATIBLE
+    if geometry.async_scheduling is True and not _v2_model_runner(geometry, early_method):
+        incompatible = (f"{early_method}-based speculative decoding"
+                        if early_method is not None and early_method not in _ASYNC_COMPATIBLE
                         else "pipeline parallelism" if _pipeline_parallel_size(geometry) > 1 else None)
         if incompatible is not None:
             raise VllmValueError(
@@ -158,13 +185,13 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
 
     pp = _pipeline_parallel_size(geometry)
     # The V2 model runner is the GPU default unless a feature needs V1 (config/vllm.py:731-767, 3053-3087).
-    v2_runner = method not in _V2_UNSUPPORTED
+    v2_runner = _v2_model_runner(geometry, method)
     async_scheduling = geometry.async_scheduling if present(geometry.async_scheduling) else None
     if async_scheduling is None:  # config/vllm.py:1685-1719
         if v2_runner:
             async_scheduling = True
         else:  # the V1 runner's incompatibilities (config/vllm.py:1651-1664)
-            async_scheduling = pp <= 1 and method in _ASYNC_COMPATIBLE
+            async_scheduling = pp <= 1 and (method is None or method in _ASYNC_COMPATIBLE)
 
     # HMA: the geometry decides (on a GPU vLLM enables it unless a chunked-local model lacks
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE or a connector lacks HMA, config/vllm.py:2223-2294).
@@ -172,6 +199,14 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
 
     non_causal = any(layer.entry.non_causal is True for layer in layers)
     replayssm = geometry.use_replayssm is True
+    backend = geometry.state_backend if present(geometry.state_backend) else None
+    ring = None
+    if backend is not None:
+        table = state_support_settings(geometry, backend, mamba_cache_mode, num_spec, method, v2_runner, pp)
+        _validate_mamba_cached_kernel(table)
+        if replayssm and present(backend.n_groups):
+            ring = ReplayRingSettings(backend.n_groups, tp, ring_length(
+                table["replayssm_buffer_len"], table["mamba_backend"] == "flashinfer", num_spec))
     return EngineSettings(
         block_size=block_size,
         user_block_size=block_size,
@@ -208,7 +243,40 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
         ),
         max_num_seqs=max_num_seqs,
         enable_chunked_prefill=not non_causal,
+        replay_ring=ring,
     )
+
+
+def state_support_settings(geometry: Geometry, backend, mamba_cache_mode: str, num_spec: int, method: str | None,
+                           v2_runner: bool, pp: int) -> dict[str, Any]:
+    """The support table's axes of a geometry (kvproof/sim/state_support.py; the defaults are vLLM's:
+    backend triton, config/mamba.py:40; buffer 16, config/cache.py:318)."""
+    return {
+        "revision": backend.vllm_revision if present(backend.vllm_revision) else DEFAULT_REVISION,
+        "use_replayssm": geometry.use_replayssm is True,
+        "architecture": architecture_class(backend.architecture),
+        "architecture_name": backend.architecture,
+        "mamba_backend": backend.mamba_backend if present(backend.mamba_backend) else "triton",
+        "model_runner": "V2" if v2_runner else "V1",
+        "mamba_cache_mode": mamba_cache_mode,
+        "speculative": speculative_class(num_spec, method),
+        "kv_connector": backend.kv_connector is True,
+        "stochastic_rounding": backend.stochastic_rounding is True,
+        "num_speculative_tokens": num_spec,
+        "replayssm_buffer_len": backend.replayssm_buffer_len if present(backend.replayssm_buffer_len) else 16,
+        "pipeline_parallel_size": pp,
+    }
+
+
+def _validate_mamba_cached_kernel(table: dict[str, Any]) -> None:
+    """``VllmConfig.validate_mamba_cached_kernel`` (config/vllm.py:3454-3553), a model validator of the
+    config vLLM builds before planning: the support table's row decides, with the row's text."""
+    row = decide(table)
+    if row.rule is not None:
+        raise VllmValueError(
+            refusal_text(row.rule, table["architecture_name"], table["num_speculative_tokens"],
+                         table["replayssm_buffer_len"]),
+            REFUSALS[row.rule].source.removeprefix("vllm/"))
 
 
 def _convert(field: str, value: Any) -> Any:
@@ -232,6 +300,8 @@ def build_layer_spec(layer: ExpandedLayer, settings: EngineSettings) -> KVCacheS
     cls = SPEC_TYPES[entry.spec]
     kwargs = {field: _convert(field, value) for field, value in entry.given_fields().items()}
     if cls is MambaSpec:
+        if "shapes" in kwargs and "dtypes" in kwargs:
+            kwargs["shapes"], kwargs["dtypes"] = mamba_state(layer, settings)
         kwargs.setdefault("block_size", settings.mamba_block_size)
         kwargs.setdefault("page_size_padded", settings.mamba_page_size_padded)
         kwargs.setdefault("mamba_cache_mode", settings.mamba_cache_mode)
@@ -239,3 +309,17 @@ def build_layer_spec(layer: ExpandedLayer, settings: EngineSettings) -> KVCacheS
     else:
         kwargs.setdefault("block_size", settings.block_size)
     return cls(**kwargs)
+
+
+def mamba_state(layer: ExpandedLayer, settings: EngineSettings) -> tuple[tuple, tuple]:
+    """A Mamba layer's state shapes and dtypes as its ``get_state_shape``/``get_state_dtype`` report
+    them: the geometry's, with ReplaySSM's x, dt and B rings appended to a Mamba2 layer
+    (kvproof/sim/replay_ring.py)."""
+    entry = layer.entry
+    shapes = tuple(tuple(shape) for shape in entry.shapes)
+    dtypes = tuple(canonical_dtype(d) for d in entry.dtypes)
+    ring = settings.replay_ring
+    if ring is None or not replay_ring_layer(entry):
+        return shapes, dtypes
+    return (shapes + ring_shapes(shapes[1], ring.n_groups, ring.tp, ring.length),
+            dtypes + ring_dtypes(ring.model_dtype))

@@ -61,7 +61,9 @@ with contextlib.redirect_stdout(sys.stderr):
     from vllm.config import CacheConfig, VllmConfig
     from vllm.config.vllm import set_current_vllm_config
     from vllm.config.speculative import EagleModelTypes, NgramGPUTypes, SpeculativeConfig
+    from vllm.config.mamba import MambaBackendEnum
     from vllm.model_executor.layers.mamba.abstract import MambaBase
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator, MambaStateShapeCalculator
     from vllm.model_executor.models import ModelRegistry
     from vllm.model_executor.models.config import MambaModelConfig
     from vllm.platforms.interface import Platform, PlatformEnum
@@ -111,11 +113,14 @@ TOP_LEVEL_KEYS = {
     "prefix_match_unit", "num_gpu_blocks_override", "prefix_cache_retention_interval",
     "max_num_batched_tokens", "async_scheduling", "max_num_seqs", "dcp", "tp",
     "disable_hybrid_kv_cache_manager", "kv_cache_layout", "supported_kv_cache_layouts",
-    "platform_alignment", "views", "simulate",
+    "platform_alignment", "views", "simulate", "state_backend",
     # kvproof extensions (docs/simulator.md): auto-fit of max_model_len
     "original_max_model_len",
 }
 LAYER_KEYS = {"name", "range", "indices", "index", "spec"}
+# validate_mamba_cached_kernel's further inputs and the Mamba2 n_groups of ReplaySSM's rings (docs/state-storage.md)
+STATE_BACKEND_KEYS = {"architecture", "mamba_backend", "replayssm_buffer_len", "use_v2_model_runner", "kv_connector",
+                      "stochastic_rounding", "vllm_revision", "n_groups"}
 SPECULATIVE_KEYS = {"method", "num_speculative_tokens", "eagle_block_drop", "multi_module_mtp"}
 PLATFORM_ALIGNMENT_KEYS = {
     "use_mla", "num_kv_heads", "head_size", "model_dtype", "backend_kernel_block_sizes",
@@ -388,6 +393,7 @@ def parse_geometry(doc: Any) -> dict:
     g["num_speculative_tokens"] = _int(doc.get("num_speculative_tokens"), "$.num_speculative_tokens",
                                        minimum=0, optional=True)
     g["use_replayssm"] = _bool(doc.get("use_replayssm", False), "$.use_replayssm")
+    g["state_backend"] = _state_backend(doc, g)
     spec = doc.get("speculative")
     if spec is not None:
         spec = _check_keys(spec, SPECULATIVE_KEYS, "$.speculative")
@@ -711,18 +717,28 @@ class GeometryMambaLayer(MambaBase):
     """A Mamba layer whose state is the geometry's; ``MambaBase.get_kv_cache_spec``
     (model_executor/layers/mamba/abstract.py:72-91) builds its MambaSpec."""
 
-    def __init__(self, fields: dict, checkpoint_alignment: int | None, num_speculative_blocks: int | None):
+    def __init__(self, fields: dict, checkpoint_alignment: int | None, num_speculative_blocks: int | None,
+                 ring: dict | None = None):
         self._fields = fields
+        # ReplaySSM's rings, appended as MambaMixer2 appends them (mamba_mixer2.py:1120-1155)
+        self._ring = ring if self.mamba_type == MambaAttentionBackendEnum.MAMBA2 else None
         self._checkpoint_alignment = checkpoint_alignment
         # The geometry's top-level num_speculative_tokens without a speculative block: vLLM's
         # num_speculative_tokens (config/vllm.py:611-623) has no other source here.
         self._num_speculative_blocks = num_speculative_blocks
 
     def get_state_shape(self):
-        return self._fields["shapes"]
+        if self._ring is None:
+            return self._fields["shapes"]
+        r = self._ring
+        return MambaStateShapeCalculator.append_replayssm_ring(
+            tuple(map(tuple, self._fields["shapes"])), r["n_groups"], r["tp_world_size"], r["logical_window"],
+            r["backend"], r["num_speculative_tokens"])
 
     def get_state_dtype(self):
-        return self._fields["dtypes"]
+        if self._ring is None:
+            return self._fields["dtypes"]
+        return MambaStateDtypeCalculator.append_replayssm_ring(tuple(self._fields["dtypes"]), self._ring["model_dtype"])
 
     @property
     def mamba_type(self):
@@ -882,6 +898,41 @@ def _tensor_json(tensor) -> dict:
     }
 
 
+def _state_backend(doc: dict, g: dict) -> dict | None:
+    block = doc.get("state_backend")
+    if block is None:
+        return None
+    block = _check_keys(block, STATE_BACKEND_KEYS, "$.state_backend")
+    if block.get("vllm_revision", "0.33.0") != "0.33.0":
+        raise BadInput("the oracle runs vLLM 0.33.0 only", "$.state_backend.vllm_revision")
+    out = {
+        "architecture": _str(block.get("architecture"), "$.state_backend.architecture"),
+        "mamba_backend": block.get("mamba_backend", "triton"),
+        "replayssm_buffer_len": _int(block.get("replayssm_buffer_len", 16), "$.state_backend.replayssm_buffer_len",
+                                     minimum=1),
+        "use_v2_model_runner": _bool(block.get("use_v2_model_runner"), "$.state_backend.use_v2_model_runner",
+                                     optional=True),
+        "kv_connector": _bool(block.get("kv_connector", False), "$.state_backend.kv_connector"),
+        "stochastic_rounding": _bool(block.get("stochastic_rounding", False), "$.state_backend.stochastic_rounding"),
+        "n_groups": _int(block.get("n_groups"), "$.state_backend.n_groups", minimum=1, optional=True),
+    }
+    if out["mamba_backend"] not in ("triton", "flashinfer", "cpu"):
+        raise BadInput("unknown mamba_backend", "$.state_backend.mamba_backend")
+    rings = [l for l in g["layers"] if issubclass(l["cls"], MambaSpec)
+             and l["fields"].get("mamba_type", MambaAttentionBackendEnum.MAMBA2) == MambaAttentionBackendEnum.MAMBA2]
+    if g["use_replayssm"] and rings and out["n_groups"] is None:
+        raise BadInput("n_groups is required with use_replayssm and a Mamba2 layer", "$.state_backend.n_groups")
+    if g["use_replayssm"] and any(len(l["fields"]["shapes"]) != 2 or len(l["fields"]["shapes"][1]) != 3 for l in rings):
+        raise BadInput("a Mamba2 layer with ReplaySSM rings states its (conv, ssm) shapes", "$.layers")
+    return out
+
+
+def _num_speculative_tokens(g: dict) -> int:
+    """VllmConfig.num_speculative_tokens (config/vllm.py:611-623); the top-level field stands for it
+    without a speculative block (see plan())."""
+    return g["speculative"]["num_speculative_tokens"] if g["speculative"] else (g["num_speculative_tokens"] or 0)
+
+
 def build_vllm_config(g: dict) -> VllmConfig:
     cache_config = CacheConfig(block_size=g["block_size"])  # None -> default 16, not user-specified
     vllm_config = VllmConfig(cache_config=cache_config)
@@ -917,6 +968,8 @@ def build_vllm_config(g: dict) -> VllmConfig:
             g["speculative"], g["speculative"]["num_speculative_tokens"])
         if vllm_config._get_v2_model_runner_unsupported_features():
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    if g["state_backend"] is not None and g["state_backend"]["use_v2_model_runner"] is not None:
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if g["state_backend"]["use_v2_model_runner"] else "0"
     # async_scheduling None resolves to True on a GPU with the default executor unless the V1 runner
     # has an incompatibility (config/vllm.py:1651-1664, 1685-1719): a speculative method other than
     # EAGLE-type / ngram_gpu / draft_model / dspark / dflash, or pipeline parallelism.
@@ -961,14 +1014,28 @@ def plan(g: dict) -> dict:
         if has_mamba:
             MambaModelConfig.verify_and_update_config(vllm_config)
         VllmConfig.validate_mamba_block_size(vllm_config)
+        if g["state_backend"] is not None:  # the next model validator (config/vllm.py:3454-3553)
+            from oracle_state_support import _stand_in
+
+            b = g["state_backend"]
+            VllmConfig.validate_mamba_cached_kernel(_stand_in({
+                **b, "use_replayssm": g["use_replayssm"], "use_v2_model_runner": vllm_config.use_v2_model_runner,
+                "mamba_cache_mode": cc.mamba_cache_mode, "num_speculative_tokens": _num_speculative_tokens(g),
+                "pipeline_parallel_size": len(g["workers"])}))
 
     standalone_k = None
     if g["speculative"] is None and g["num_speculative_tokens"] is not None:
         # MambaBase.get_kv_cache_spec: 0 with ReplaySSM, else num_speculative_tokens (abstract.py:87-90)
         standalone_k = 0 if g["use_replayssm"] else g["num_speculative_tokens"]
+    ring = None
+    if g["use_replayssm"] and g["state_backend"] is not None and g["state_backend"]["n_groups"] is not None:
+        b = g["state_backend"]
+        ring = {"n_groups": b["n_groups"], "tp_world_size": g["tp"], "logical_window": b["replayssm_buffer_len"],
+                "backend": MambaBackendEnum(b["mamba_backend"]), "num_speculative_tokens": _num_speculative_tokens(g),
+                "model_dtype": vllm_config.model_config.dtype}
     mamba_layers = {
         l["name"]: GeometryMambaLayer(l["fields"], pa["mamba_prefill_checkpoint_alignment"] if pa else None,
-                                      standalone_k)
+                                      standalone_k, ring)
         for l in layers if issubclass(l["cls"], MambaSpec)
     }
     # The model's layers as the model runner would register them (only Mamba layers are read:

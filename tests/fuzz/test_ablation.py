@@ -40,6 +40,13 @@ def test_a_necessary_rule_names_the_input_that_gets_through(report) -> None:
     assert result.verdict == "necessary" and result.witness.startswith("fixture VG001/")
 
 
+def test_every_storage_policy_rule_is_necessary(report) -> None:
+    # each ST rule has a fixture that only it refuses (ST028's is checked in the replay role)
+    verdicts = {r.rule: (r.verdict, r.witness) for r in report.results if r.rule.startswith("ST")}
+    assert len(verdicts) == 28
+    assert {rule: v for rule, v in verdicts.items() if v[0] != "necessary"} == {}
+
+
 def test_a_duplicated_rule_is_redundant(corpus) -> None:
     twin = attrs.evolve(get_rule("PF009"), id="PF098")
     result = run_ablation(corpus, RULES + [twin])

@@ -44,6 +44,19 @@ def test_known_gaps_are_still_gaps(report) -> None:
     assert report.stale_gaps == []
 
 
+def test_every_edit_of_the_storage_policy_profiles_is_refused_or_explained() -> None:
+    """Issue #16: every systematic single-field edit of the mamba_align and unmodeled examples (and
+    seeded random ones) is refused, unread or explained; F030 is the one known gap."""
+    names = ("hybrid-mamba-align", "unmodeled-flashinfer-replayssm", "unmodeled-triton-replayssm",
+             "unmodeled-kda-recoverssm")
+    sets, _ = collect_inputs([str(EXAMPLES / name / "profile.json") for name in names])
+    result = run_mutation(sets, random_count=50, seed=0, sample=None)
+    s = result.summary()
+    assert [o.to_json() for o in result.survivors] == []
+    assert s["systematic"] > 700 and s["refused_by_rule"] > 200
+    assert s["known_gap_ids"] == ["F030"]
+
+
 def test_the_glm_record_beats_the_seed_campaign(record_sets) -> None:
     """Seed 001: 55 edits of the GLM fixture, 46 refused, 7 unread keys, 2 valid variants."""
     glm = record_sets["glm53flash-tp4"]

@@ -522,6 +522,18 @@ def set_cases():
                                                     "scheduler.json": (scheduler, [])}, {},
          [("worker.json", "SU006", "$.resolved_config.async_scheduling",
            f"prefill worker dp0 tp0 pp0 resolved async_scheduling differently from {sched}")]),
+        # The support table's settings are the one VllmConfig's too: a worker that resolved another model
+        # runner (or Mamba backend) was validated by another engine's validate_mamba_cached_kernel.
+        ("SU006", "worker_model_runner_differs", {
+            "worker.json": (worker, [(["resolved_config", "use_v2_model_runner"], True)]),
+            "scheduler.json": (scheduler, [(["resolved_config", "use_v2_model_runner"], False)])}, {},
+         [("worker.json", "SU006", "$.resolved_config.use_v2_model_runner",
+           f"prefill worker dp0 tp0 pp0 resolved use_v2_model_runner differently from {sched}")]),
+        ("SU006", "worker_mamba_backend_differs", {
+            "worker.json": (worker, [(["resolved_config", "mamba_backend"], "flashinfer")]),
+            "scheduler.json": (scheduler, [(["resolved_config", "mamba_backend"], "triton")])}, {},
+         [("worker.json", "SU006", "$.resolved_config.mamba_backend",
+           f"prefill worker dp0 tp0 pp0 resolved mamba_backend differently from {sched}")]),
         ("SU006", "good_worker_mamba_block_size_aligned", {"worker.json": (worker, [(["resolved_config", "mamba_block_size"], 16)]),
                                                            "scheduler.json": (scheduler, [])}, {}, []),
         ("PC008", "probe_ran_without_prefix_caching", {"worker.json": (worker, decode), "scheduler.json": (scheduler, decode)},

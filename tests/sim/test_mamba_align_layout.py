@@ -49,3 +49,56 @@ def test_unmodeled_profiles_have_no_plan(capsys) -> None:
     for name in ("unmodeled-flashinfer-replayssm", "unmodeled-triton-replayssm", "unmodeled-kda-recoverssm"):
         assert run(str(EXAMPLE.parent / name / "profile.json"), None) == 1
         assert "ST028 $.resources.cache_layout: cache_layout unmodeled is for timing queries only" in capsys.readouterr().out
+
+
+# -- state ownership through preemption, restore, turnover and release (vLLM 0.33.0's goldens) --
+
+REQUESTS = Path(__file__).resolve().parents[1] / "conformance" / "requests"
+
+
+def _golden(name: str) -> tuple[dict, dict]:
+    geometry = json.loads((REQUESTS / f"{name}.json").read_text())
+    return geometry, json.loads((REQUESTS / f"{name}.expected.json").read_text())
+
+
+def _computed_before_preemption(workload: dict, request: str) -> list[int]:
+    """Tokens a request had scheduled since its last admission when each preemption took it."""
+    done, out = 0, []
+    for step in workload["steps"]:
+        if request in step["admitted"]:
+            done = step["admitted"][request]
+        if request in step["preempted"]:
+            out.append(done)
+            done = 0
+        done += step["scheduled"].get(request, 0)
+    return out
+
+
+@pytest.mark.parametrize("name,request_id,resumed_hit", [
+    ("mamba_align_preempt_mid_prefill", "b", 56), ("mamba_align_preempt_restore", "d", 24)])
+def test_preempted_mid_prefill_resumes_from_its_cached_state(name: str, request_id: str, resumed_hit: int) -> None:
+    geometry, golden = _golden(name)
+    prompt = next(r["prompt_tokens"] for r in geometry["simulate"]["requests"] if r["id"] == request_id)
+    result = simulate_document(geometry)
+    assert result["workload"] == golden["workload"]  # the port is vLLM's scheduler here
+    workload = result["workload"]
+    # preempted twice, each time before its prompt was computed (mid-prefill)
+    before = _computed_before_preemption(workload, request_id)
+    assert len(before) == workload["requests"][request_id]["num_preemptions"] == 2
+    assert all(0 < tokens < prompt for tokens in before)
+    # the last admission restores the pages and the Mamba checkpoint it computed before
+    admissions = [s["admitted"][request_id] for s in workload["steps"] if request_id in s["admitted"]]
+    assert admissions[-1] == resumed_hit and resumed_hit % geometry["block_size"] == 0
+    # release: every block but the null block is free once every request finished
+    assert workload["steps"][-1]["free_blocks"] == golden["plan"]["num_blocks"] - 1
+
+
+def test_turned_over_checkpoint_is_not_a_hit() -> None:
+    geometry, golden = _golden("mamba_align_shared_prefix_turnover")
+    workload = simulate_document(geometry)["workload"]
+    assert workload == golden["workload"]
+    hits = {r: workload["requests"][r]["prefix_hit_tokens"] for r in ("a", "d", "e")}
+    # a's state at page 32 was replaced by its next checkpoint (align keeps the last one): d, which
+    # shares 40 tokens with a, finds no state to resume from; e restores d's 32-token checkpoint
+    assert hits == {"a": 0, "d": 0, "e": 32}
+    assert workload["steps"][-1]["free_blocks"] == golden["plan"]["num_blocks"] - 1
