@@ -279,7 +279,7 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @cli.command()
 @click.argument("rule_ids", nargs=-1)
 @click.option("--all", "all_rules", is_flag=True, help="Every rule of the registry.")
-@click.option("--max-shape", help="Shape bound [default: groups=2,layers=2,workers=1,mutations=60].")
+@click.option("--max-shape", help="Shape bound [default: groups=2,layers=2,workers=2,mutations=60].")
 @click.option("--timeout", type=SECONDS, default=60.0, show_default=True,
               help="Wall-clock safety net per solver call (the budget that decides is --rlimit).")
 @click.option("--rlimit", type=click.IntRange(min=1), default=None,

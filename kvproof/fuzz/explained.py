@@ -126,6 +126,18 @@ def _kernel_is_spec_block(edit: Edit, tree: Any) -> bool:
     return _old(edit, tree) == groups[index].get("block_size_tokens")
 
 
+def _utilization_unrecorded(tree: Any) -> bool:
+    """The profile's utilization is not a recorded value: the importer noted vLLM's default in the
+    memory's provenance (kvproof/importer: "gpu_memory_utilization not recorded"), or the profile
+    was not imported (no provenance of records), so no record fixes it."""
+    if not isinstance(tree, dict):
+        return False
+    if not isinstance(tree.get("provenance"), dict):
+        return True
+    note = _at(tree, ("resources", "runtime_memory", "provenance"))
+    return isinstance(note, str) and "gpu_memory_utilization not recorded" in note
+
+
 _NUMBERS = ("+1", "-1", "zero", "negative", "number")
 _ABSENCE = ("null", "remove")
 #: Another positive integer: a systematic neighbour or a random one.
@@ -221,8 +233,8 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
                 "division (SU002's documented relative tolerance of 2**-52)", ops=("next-float",)),
     # ---- FPM profiles stand alone: any positive sizes and counts describe some model
     Explanation("CacheGroup", "name", "group names are free text"),
-    Explanation("CacheGroup", "num_layers", "another positive layer count describes another model (no rule "
-                "relates a profile to records)", ops=_OTHER, when=_positive),
+    Explanation("CacheGroup", "num_layers", "another positive layer count describes another model (a profile "
+                "alone; next to its records PA004 refuses it)", ops=_OTHER, when=_positive),
     Explanation("CacheGroup", "blocks_per_request", "1 + k: a Mamba group with k speculative blocks (PF004 bounds "
                 "it by 2**32 - 1)", ops=_OTHER, when=lambda e, t: _positive(e, t) and e.value <= 2**32 - 1),
     Explanation("CacheGroup", "prefill_checkpoint_alignment", "any positive alignment (FlashKDA 16, Mamba2 1)",
@@ -231,11 +243,13 @@ VALID_VARIANTS: tuple[Explanation, ...] = (
                 "the Rust twin (docs/rules.md, PF008)", ops=_ABSENCE),
     Explanation("RuntimeMemory", "max_model_len", "another positive context length describes another deployment",
                 ops=_OTHER, when=_positive),
-    Explanation("RuntimeMemory", "gpu_memory_utilization", "another fraction in (0, 1] (PF019) describes another "
-                "deployment: the importer copies the launch's fraction (aisimulate-importer.md 2.6) and compares it with "
-                "the observation's resolved cache_config.gpu_memory_utilization (E20c, O12), which kvproof/record/v1 "
-                "records do not carry, so no rule relates it to records (issue 13 item 7)",
-                ops=("int", "next-float", "number"), when=lambda e, t: type(e.value) in (int, float) and 0 < e.value <= 1),
+    Explanation("RuntimeMemory", "gpu_memory_utilization", "another fraction in (0, 1] (PF019) where no record "
+                "states one: the import wrote vLLM's default 0.9 (vllm/config/cache.py) because no record of its set "
+                "carries raw_cache_config.gpu_memory_utilization, and says so in runtime_memory.provenance (a profile "
+                "without import provenance is judged alone); where a record states one, PA016 refuses any other "
+                "value (issue 13 item 7, issue 15)",
+                ops=("int", "next-float", "number"),
+                when=lambda e, t: type(e.value) in (int, float) and 0 < e.value <= 1 and _utilization_unrecorded(t)),
     Explanation("RuntimeMemory", "enable_prefix_caching", "prefix caching off (or unstated) is a valid setting when "
                 "no Mamba group is in align mode (PF016)",
                 when=lambda e, t: (_at(t, ("resources", "runtime_memory", "mamba_cache_mode")) != "align")),

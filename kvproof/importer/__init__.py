@@ -143,9 +143,9 @@ def profile_of(scheduler: SchedulerRecord, workers: list[WorkerRecord], *, model
     ``layout="mamba_align"`` adds the storage policy and the observed ``mamba_cache`` (the ST
     rules then judge them: a ReplaySSM record set is refused there)."""
     config = scheduler.resolved_config
-    raw = scheduler.raw_cache_config
-    utilization = raw.gpu_memory_utilization if present(raw) and present(raw.gpu_memory_utilization) \
-        else DEFAULT_GPU_MEMORY_UTILIZATION
+    utilization = recorded_utilization([scheduler] + list(workers))
+    if utilization is None:
+        utilization = DEFAULT_GPU_MEMORY_UTILIZATION
     block = pool_block_bytes(workers[0].cache)
     profile = Profile(
         schema_version=PROFILE_SCHEMA, model=model,
@@ -175,6 +175,15 @@ def profile_of(scheduler: SchedulerRecord, workers: list[WorkerRecord], *, model
         profile.resources.state_storage = policy if policy is not None else ABSENT
         profile.resources.mamba_cache = cache if cache is not None else ABSENT
     return profile
+
+
+def recorded_utilization(records) -> object | None:
+    """The first ``raw_cache_config.gpu_memory_utilization`` the records state (the scheduler's
+    first), or None (PA016 compares the profile's with every record that states one)."""
+    for record in derive.raw_utilization_records(records):
+        if present(record.raw_cache_config.gpu_memory_utilization):
+            return record.raw_cache_config.gpu_memory_utilization
+    return None
 
 
 def _records(phases: list[Phase], kind: str) -> list:
@@ -215,7 +224,7 @@ def derive_profile(phases: list[Phase], model: str | None = None, layout: str = 
         phases=[PhaseSource(phase.name, list(phase.sources)) for phase in phases],
         phase_geometry_differences=_differences(phases),
     )
-    utilization_note = "" if present(scheduler.raw_cache_config) and present(scheduler.raw_cache_config.gpu_memory_utilization) \
+    utilization_note = "" if recorded_utilization(schedulers[:1] + workers) is not None \
         else "; gpu_memory_utilization not recorded: vLLM's default"
     return profile_of(
         scheduler, workers, model=model, provenance=provenance,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..logic import HasKey, If, Min, Not, OrDefault, Present, SameScalar
+from ..logic import HasKey, If, Implies, Min, Not, OrDefault, Present, SameScalar
 from ..models.codec import ABSENT
 from .core import Instance, binding, rule
 from .record_sets import pool_block_bytes
@@ -297,27 +297,48 @@ _memory_rule("PA015", "hash_block_size_tokens", _SCHED + "$.cache.hash_block_siz
              "The scheduler's hash block size.")
 
 
-def _utilization(scheduler, caches):
-    raw = scheduler.raw_cache_config
-    return raw.gpu_memory_utilization if raw not in (ABSENT, None) else ABSENT
+def raw_utilization_records(records):
+    """The records (schedulers first, then workers, in bundle order) whose ``raw_cache_config``
+    is carried: each states the engine's ``cache_config.gpu_memory_utilization`` (one VllmConfig
+    for every process of an engine, multiproc_executor.py:205-219) when it has the key."""
+    return [r for r in records if r.raw_cache_config not in (ABSENT, None)]
+
+
+@binding("bundle")
+def utilization_pairs(bundle):
+    """A profile's runtime memory with each record of its set that carries a raw cache config."""
+    profiles = bundle.of_kind("profile")
+    if not profiles or not bundle.of_kind("worker"):
+        return
+    documents = bundle.of_kind("scheduler") + bundle.of_kind("worker")
+    carrying = {id(r) for r in raw_utilization_records([d.obj for d in documents])}
+    for profile in profiles:
+        memory = profile.obj.resources.runtime_memory
+        if memory in (ABSENT, None):
+            continue
+        for document in documents:
+            if id(document.obj) in carrying:
+                name = worker_name(document.obj) if document.kind == "worker" else scheduler_name(document.obj)
+                yield Instance("$.resources.runtime_memory", (memory, document.obj.raw_cache_config),
+                               {"record": name, "file": _where(document)}, file=profile.file)
 
 
 @rule(
     id="PA016",
-    message="gpu_memory_utilization {value} differs from {derived}, " + _SCHED + "$.raw_cache_config.gpu_memory_utilization",
-    over=memory_pairs,
+    message="gpu_memory_utilization {value} differs from {derived}, which {record} ({file}) gives at "
+    "$.raw_cache_config.gpu_memory_utilization",
+    over=utilization_pairs,
     field="gpu_memory_utilization",
-    explain=lambda memory, scheduler, caches, resources: {"value": _shown(memory.gpu_memory_utilization),
-                                                          "derived": _shown(_utilization(scheduler, caches))},
-    source=_IMPORT + "; vllm/config/cache.py (CacheConfig.gpu_memory_utilization)",
+    explain=lambda memory, raw: {"value": _shown(memory.gpu_memory_utilization),
+                                 "derived": _shown(raw.gpu_memory_utilization)},
+    source=_IMPORT + "; vllm/config/cache.py (CacheConfig.gpu_memory_utilization, one for every process of the engine)",
 )
-def utilization_agrees(memory, scheduler, caches, resources):
-    """Where the scheduler record carries its raw cache config, the profile's utilization is
-    that one (a record without it leaves the value unjudged: vLLM's default 0.9 is written)."""
-    derived = _utilization(scheduler, caches)
-    if derived is ABSENT:
-        return True
-    return SameScalar(memory.gpu_memory_utilization, derived)
+def utilization_agrees(memory, raw):
+    """Where a record of the set carries its raw cache config with a utilization, the profile's
+    is that one (records that state none leave it unjudged: the importer writes vLLM's default
+    0.9 and says so in the memory's provenance)."""
+    derived = raw.gpu_memory_utilization
+    return Implies(Present(derived), SameScalar(memory.gpu_memory_utilization, derived))
 
 
 def _resources_rule(id: str, field: str, where: str, derive, doc: str):

@@ -113,20 +113,25 @@ def set_workers(bundle):
     if not is_record_set(bundle):
         return
     for worker in bundle.of_kind("worker"):
-        config = worker.obj.resolved_config
-        yield Instance("$", (worker.obj,), {"worker": worker_name(worker.obj),
-                                             "tp": _or1(config.tensor_parallel_size), "pp": _or1(config.pipeline_parallel_size)},
-                       blame="$.tp_rank", file=worker.file)
+        yield Instance("$", (worker.obj,), {"worker": worker_name(worker.obj)}, blame="$.tp_rank", file=worker.file)
 
 
 def _or1(value):
     return value if value not in (ABSENT, None) else 1
 
 
+def _explain_sizes(worker):
+    # in the message only (on failure, concretely): a binding that read the sizes would pin them
+    # for the solver, and a record set of one worker could then never be at TP 1
+    config = worker.resolved_config
+    return {"tp": _or1(config.tensor_parallel_size), "pp": _or1(config.pipeline_parallel_size)}
+
+
 @rule(
     id="RS003",
     message="{worker} lies outside tensor_parallel_size {tp} x pipeline_parallel_size {pp}",
     over=set_workers,
+    explain=_explain_sizes,
     source=_SET + "; vllm/config/parallel.py (tensor_parallel_size, pipeline_parallel_size)",
 )
 def worker_rank_in_range(worker):

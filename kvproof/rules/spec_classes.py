@@ -168,7 +168,7 @@ def _uniform_with(first, spec):
     (single_type_kv_cache_manager.py:2656-2730): the full-attention family groups together."""
     t, u = first.spec_type, spec.spec_type
     same = lambda name: SameScalar(getattr(spec, name), getattr(first, name))  # noqa: E731
-    if type(t) is str and type(u) is str:  # concrete: only the first spec's own condition
+    if checking_concretely():  # only the first spec's own condition (plain and: symbolic fields would be pinned)
         if t in _FULL_BASE:
             return u in _FULL_BASE
         if t == "SlidingWindowSpec":

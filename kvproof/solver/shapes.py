@@ -41,11 +41,13 @@ DOCUMENT_CLASSES = KINDS
 
 @attrs.frozen
 class Bound:
-    """The shape bound (``--max-shape groups=2,layers=2,workers=1,mutations=1``)."""
+    """The shape bound (``--max-shape groups=2,layers=2,workers=2,mutations=60``)."""
 
     groups: int = 2
     layers: int = 2
-    workers: int = 1
+    #: Worker records of a bundle; from 2, the one-layer record sets of two workers (distinct
+    #: ranks, one rank twice) and of two schedulers, for the rules that compare two records.
+    workers: int = 2
     #: One-edit structural mutations tried per seed shape, most relevant to the rule first (0: none).
     mutations: int = 60
 
@@ -204,12 +206,105 @@ def shrink_record(tree: dict, keep_groups: list[int], max_layers: int) -> dict:
     return tree
 
 
-def shrink_profile(tree: dict, keep_groups: list[int]) -> dict:
+def shrink_profile(tree: dict, keep_groups: list[int], rename: bool = False) -> dict:
+    """A profile with the given cache groups (in order). ``rename``: the importer's names follow
+    the group index (``runtime_group_i``, PA002), so a kept group takes its new index's name (the
+    profile of a shrunk record set: names are identifiers, pinned, so the solver cannot)."""
     tree = copy.deepcopy(tree)
     groups = tree.get("resources", {}).get("cache_groups")
     if isinstance(groups, list):
-        tree["resources"]["cache_groups"] = [groups[i] for i in keep_groups if i < len(groups)]
+        kept = [groups[i] for i in keep_groups if i < len(groups)]
+        if rename:
+            from ..rules.profile_records import derived_name
+
+            for new, (old, group) in enumerate(zip(keep_groups, kept)):
+                if isinstance(group, dict) and group.get("name") == derived_name(old):
+                    group["name"] = derived_name(new)
+        tree["resources"]["cache_groups"] = kept
     return tree
+
+
+def _as_ranks(tree: dict, tp: int, tp_rank: int | None) -> dict:
+    """A record of a TP-``tp`` engine (one pipeline stage), a worker at TP rank ``tp_rank``.
+    Ranks and sizes select which records a binding pairs (hard pins), so a record set's shape
+    states a complete set: the RS rules then judge it as vLLM writes one."""
+    config = tree.get("resolved_config")
+    if isinstance(config, dict):
+        config["tensor_parallel_size"] = tp
+        config["pipeline_parallel_size"] = 1
+    if tp_rank is not None:
+        tree["tp_rank"], tree["pp_rank"] = tp_rank, 0
+    return tree
+
+
+def _record_set(schedulers: list, workers: list, selection: list[int], layers: int,
+                ranks: list[int] | None = None) -> list[tuple[str, str, Any]]:
+    """The scheduler(s) and workers shrunk to ``selection``, as one complete record set of a
+    TP-``len(workers)`` engine (``ranks``: the workers' TP ranks, default 0..n-1)."""
+    ranks = list(range(len(workers))) if ranks is None else ranks
+    tp = max(ranks) + 1
+    docs = [("scheduler", file, _as_ranks(shrink_record(tree, selection, layers), tp, None)) for file, tree in schedulers]
+    docs += [("worker", file, _as_ranks(shrink_record(tree, selection, layers), tp, rank))
+             for (file, tree), rank in zip(workers, ranks)]
+    return docs
+
+
+def _two_record_sets(scheduler: tuple, workers: list, selection: list[int]) -> list[tuple[str, list]]:
+    """Record sets of two workers or two schedulers (one layer): the rules that compare two
+    records of a set (RS002, RS004, RS006, RS010) have no instance with one of each. The second
+    worker is the example's next rank, else a copy of the first."""
+    file, tree = workers[0]
+    second = workers[1] if len(workers) > 1 else (file.replace("tp0", "tp1") if "tp0" in file else f"tp1-{file}", tree)
+    copy_name = scheduler[0].replace(".json", "-copy.json")
+    return [
+        ("workers=2", _record_set([scheduler], [workers[0], second], selection, 1)),
+        ("workers=2 one rank", _record_set([scheduler], [workers[0], second], selection, 1, ranks=[0, 0])),
+        ("schedulers=2", _record_set([scheduler, (copy_name, scheduler[1])], workers[:1], selection, 1)),
+    ]
+
+
+def _profile_variants(tree: dict) -> list[tuple[str, dict]]:
+    """The profile of a record set with one structural difference that no value can make (PA001:
+    a group the records do not give; PA002: a group name that is not its index's, names being
+    pinned identifiers; PA019: no runtime memory)."""
+    out = []
+    resources = tree.get("resources") or {}
+    groups = resources.get("cache_groups")
+    if isinstance(groups, list) and groups:
+        from ..rules.profile_records import derived_name
+
+        renamed = copy.deepcopy(tree)
+        renamed["resources"]["cache_groups"][-1]["name"] = f"{groups[-1].get('name')}.x"
+        out.append(("a group renamed", renamed))
+        more = copy.deepcopy(tree)
+        extra = copy.deepcopy(groups[-1])
+        extra["name"] = derived_name(len(groups))
+        more["resources"]["cache_groups"].append(extra)
+        out.append(("one group more", more))
+    if "runtime_memory" in resources:
+        less = copy.deepcopy(tree)
+        del less["resources"]["runtime_memory"]
+        out.append(("without runtime_memory", less))
+    return out
+
+
+def _with_raw_cache_config(docs: list, profile: tuple) -> list:
+    """The record set with the scheduler's ``raw_cache_config`` stated (the examples carry none):
+    its resolved twins (RS013) and the profile's gpu_memory_utilization, which PA016 compares."""
+    from ..rules.record_sets import RAW_FIELDS
+
+    out = []
+    for kind, file, tree in docs:
+        if kind == "scheduler":
+            tree = copy.deepcopy(tree)
+            config = tree.get("resolved_config") or {}
+            raw = {field: config[field] for field in RAW_FIELDS if field in config}
+            memory = (profile[2].get("resources") or {}).get("runtime_memory") or {}
+            if "gpu_memory_utilization" in memory:
+                raw["gpu_memory_utilization"] = memory["gpu_memory_utilization"]
+            tree["raw_cache_config"] = raw
+        out.append((kind, file, tree))
+    return out
 
 
 def _signature(tree: dict, index: int) -> tuple:
@@ -263,6 +358,9 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
         profiles = [(f, t) for f, (k, t) in files.items() if k == "profile"]
         record = workers[0][1] if workers else (schedulers[0][1] if schedulers else None)
         selections = _selections(record, bound) if record is not None else []
+        # the record sets of two records, and the raw cache config, over the smallest single group
+        smallest = min((sel for sel in selections if len(sel) == 1), default=None,
+                       key=lambda sel: tree_size(shrink_record(record, sel, 1)))
         for layers in range(1, bound.layers + 1):
             for selection in selections:
                 if len(selection) > bound.groups:
@@ -274,16 +372,24 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
                 if kind == "scheduler" and schedulers:
                     add(f"scheduler {label}", [("scheduler", schedulers[0][0], shrink_record(schedulers[0][1], selection, layers))], seed)
                 if kind == "bundle" and workers and schedulers:
-                    docs = [("scheduler", schedulers[0][0], shrink_record(schedulers[0][1], selection, layers))]
-                    for file, tree in workers[: bound.workers]:
-                        docs.append(("worker", file, shrink_record(tree, selection, layers)))
-                    add(f"bundle {label} workers={min(bound.workers, len(workers))}", docs, seed)
+                    docs = _record_set(schedulers[:1], workers[:1], selection, layers)
+                    add(f"bundle {label} workers=1", docs, seed)
                     if profiles:
-                        add(f"bundle+profile {label}", docs + [("profile", profiles[0][0], shrink_profile(profiles[0][1], selection))])
+                        profile = ("profile", profiles[0][0], shrink_profile(profiles[0][1], selection, rename=True))
+                        add(f"bundle+profile {label}", docs + [profile])
+                        if layers == 1 and selection == smallest:
+                            add(f"bundle+profile {label} raw_cache_config", _with_raw_cache_config(docs, profile) + [profile])
+                            for name, variant in _profile_variants(profile[2]):
+                                add(f"bundle+profile {label} {name}", docs + [("profile", profile[1], variant)])
                     if layers == 1:
                         # a phase record with the accepted probe's record of the same ranks (check --probe)
                         for doc_kind, file, tree in docs[:2]:
                             add(f"probe {doc_kind} {label}", [(doc_kind, file, tree), (doc_kind, f"probe/{file}", tree)], None)
+                    if layers == 1 and bound.workers >= 2 and selection == smallest:
+                        for name, docs2 in _two_record_sets(schedulers[0], workers, selection):
+                            add(f"bundle {label} {name}", docs2)
+                            if profiles and name == "workers=2":
+                                add(f"bundle+profile {label} {name}", docs2 + [profile])
         if kind == "profile":
             for file, tree in profiles:
                 groups = tree.get("resources", {}).get("cache_groups") or []

@@ -61,3 +61,14 @@ def test_a_rule_that_fires_while_expected_dead_fails_the_campaign() -> None:
     rules = [r for r in RULES if r.family == "PF"] + [dead]
     result = run_ablation(fixture_corpus(FIXTURES, rules, ids=[r.id for r in rules] + ["PF009"]), rules)
     assert [r.rule for r in result.failures] == ["PF097"]
+
+
+def test_every_import_gate_rule_is_necessary_on_its_fixtures(report) -> None:
+    """RS, PA, CA and CK004 each let a refused fixture through when left out, except PA003: a
+    profile group's kind is fixed by its blocks_per_request (PF001: a state group has one, PF003:
+    an attention group has none), which PA008 compares with the records, so every kind edit is
+    refused without PA003 too (its message names the kind; kept)."""
+    verdicts = {r.rule: r for r in report.results}
+    new = [r.id for r in RULES if r.family in ("RS", "PA", "CA") or r.id == "CK004"]
+    assert {rule: verdicts[rule].verdict for rule in new if verdicts[rule].verdict != "necessary"} == {"PA003": "redundant"}
+    assert "PA008" in verdicts["PA003"].reason

@@ -110,15 +110,85 @@ def test_reduced_checks_agree_with_whole_sets(record_sets) -> None:
         assert reduced[0] == whole[0] or (reduced[0] == "accepted" and whole[0] == "rule"), edit.describe()
 
 
-def test_another_gpu_memory_utilization_is_a_documented_variant() -> None:
+def test_another_gpu_memory_utilization_is_explained_only_where_no_record_states_one(record_sets) -> None:
     # issue 13 item 7: `kvproof fuzz --campaign all --examples 50 --seed 7` edited 0.9 -> 0.5 and found it
-    # unexplained; the fraction cannot be compared with anything a kvproof document holds.
+    # unexplained. The bundled records carry no raw_cache_config, so the import wrote vLLM's default and
+    # said so in runtime_memory.provenance: another fraction is another deployment. A profile that took
+    # its utilization from a record is not explained (PA016 refuses the edit next to the records).
+    import copy
+
     from kvproof.fuzz.mutate import Edit, Site
 
     site = Site(("resources", "runtime_memory", "gpu_memory_utilization"), "RuntimeMemory",
                 "gpu_memory_utilization", "float")
+    imported = next(d.tree for d in record_sets["glm53flash-tp4"].documents if d.kind == "profile")
+    assert "gpu_memory_utilization not recorded" in imported["resources"]["runtime_memory"]["provenance"]
+    recorded = copy.deepcopy(imported)
+    recorded["resources"]["runtime_memory"]["provenance"] = "runtime observation of phase prefill"
+    alone = {k: v for k, v in imported.items() if k != "provenance"}
     for value in (0.5, 1, 0.25):
-        verdict = explained.explain(Edit("profile.json", site, "number", value))
-        assert verdict is not None and verdict[0] == "variant", value
+        for tree in (imported, alone):
+            verdict = explained.explain(Edit("profile.json", site, "number", value), tree)
+            assert verdict is not None and verdict[0] == "variant", value
+        assert explained.explain(Edit("profile.json", site, "number", value), recorded) is None, value
     for value in (0.0, 1.5, -0.5):  # PF019 refuses these; they are never explained as valid
-        assert explained.explain(Edit("profile.json", site, "number", value)) is None, value
+        assert explained.explain(Edit("profile.json", site, "number", value), imported) is None, value
+
+
+def test_a_utilization_that_contradicts_a_records_raw_cache_config_is_refused(tmp_path) -> None:
+    """The profile next to records whose scheduler (or a worker) states raw_cache_config: every other
+    fraction is refused with PA016, and the import writes the recorded one."""
+    import json
+    import shutil
+
+    from kvproof.commands.check import evaluate
+    from kvproof.importer import read_phases, run_import
+
+    for carrier in ("scheduler-dp0.json", "worker-dp0-tp2-pp0.json"):
+        phase = tmp_path / carrier / "phase"
+        shutil.copytree(EXAMPLES / "glm53flash-tp4", phase)
+        (phase / "profile.json").unlink()
+        record = json.loads((phase / carrier).read_text())
+        record["raw_cache_config"] = {"block_size": 2176, "gpu_memory_utilization": 0.5}
+        (phase / carrier).write_text(json.dumps(record))
+        result = run_import(read_phases([str(phase)]))
+        assert result.diagnostics == () and result.profile.resources.runtime_memory.gpu_memory_utilization == 0.5
+        assert "not recorded" not in result.profile.resources.runtime_memory.provenance
+        profile = json.loads(result.text)
+        for value in (0.9, 0.25, 1):
+            profile["resources"]["runtime_memory"]["gpu_memory_utilization"] = value
+            (phase / "profile.json").write_text(json.dumps(profile))
+            found = [(d.rule, d.path) for r in evaluate([str(phase)]) for d in r.diagnostics]
+            assert found == [("PA016", "$.resources.runtime_memory.gpu_memory_utilization")], (carrier, value)
+
+
+@pytest.mark.parametrize("example", ["glm53flash-tp4", "minimax-m27-tp4"])
+def test_every_edit_of_an_imported_profile_next_to_its_records_is_refused_or_explained(record_sets, example) -> None:
+    """Issue 15: the (record set, profile) pairs. Every systematic single-field edit of the bundled
+    profile (which `kvproof import` reproduces byte for byte) is refused with its records, edits a
+    field no rule reads (description and provenance text), or is a declared variant; the only
+    variant is the utilization the records do not state."""
+    from kvproof.fuzz.campaigns import Outcome, classify, evaluate, plan_edits
+    from kvproof.fuzz.mutate import vocabulary_from
+    from kvproof.fuzz.reads import trace_check
+
+    record_set = record_sets[example]
+    diagnostics, reads = trace_check([d.document for d in record_set.documents])
+    assert diagnostics == []
+    (index,) = [i for i, d in enumerate(record_set.documents) if d.kind == "profile"]
+    planned = [edit for i, edit, _ in plan_edits(record_set, vocabulary_from(d.tree for d in record_set.documents), 0, 0)
+               if i == index]
+    verdicts: dict[str, int] = {}
+    variants = set()
+    for edit in planned:
+        status, ids, _ = evaluate(record_set, index, edit)
+        if status == "accepted":
+            outcome = Outcome(record_set.name, edit, status, index=index)
+            classify(outcome, reads, record_set.documents[index].tree)
+            status = outcome.verdict
+            if status == "variant":
+                variants.add(edit.pair)
+        verdicts[status] = verdicts.get(status, 0) + 1
+    assert "survivor" not in verdicts, verdicts
+    assert verdicts["rule"] > 0 and verdicts["loader"] > 0
+    assert variants == {("RuntimeMemory", "gpu_memory_utilization")}

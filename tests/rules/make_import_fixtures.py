@@ -54,6 +54,36 @@ def _uneven_stages() -> dict:
     return files
 
 
+def _triton(record: dict) -> dict:
+    """The GLM record as the Triton KDA backend writes it: no prefill checkpoint block, no
+    alignment (kda.py:168-176), the scheduler's concurrency and size from its groups' blocks."""
+    from kvproof.models.documents import load_tree
+    from kvproof.rules.startup_concurrency import kv_cache_size_tokens, total_blocks
+
+    record = copy.deepcopy(record)
+    for group in record["cache"]["groups"]:
+        specs = [group.get("state") or {}, group.get("spec") or {}] + list((group.get("layer_specs") or {}).values())
+        for spec in specs:
+            if "num_prefill_checkpoint_blocks" in spec:
+                spec["num_prefill_checkpoint_blocks"], spec["prefill_checkpoint_alignment"] = 0, None
+    if record["kind"] == "scheduler":
+        loaded = load_tree(record, "scheduler.json").obj
+        concurrency = record["cache"]["num_blocks"] / total_blocks(loaded.cache, loaded.resolved_config)
+        record["cache"]["kv_cache_max_concurrency"] = concurrency
+        record["cache"]["kv_cache_size_tokens"] = kv_cache_size_tokens(concurrency, record["resolved_config"]["max_model_len"])
+    return record
+
+
+def _imported(files: dict) -> dict:
+    from kvproof.importer import profile_of
+    from kvproof.models.codec import unstructure
+    from kvproof.models.documents import load_tree
+
+    scheduler = load_tree(files["scheduler.json"], "scheduler.json").obj
+    worker = load_tree(files["worker.json"], "worker.json").obj
+    return unstructure(profile_of(scheduler, [worker], model="zai-org/GLM-5.3-Flash"))
+
+
 def set_cases():
     """(rule, case, {file: document}, expected[(file, rule, path, message)])."""
     mw, ms, mp = _tp(_load(MM / "worker-dp0-tp0-pp0.json"), 1), _tp(_load(MM / "scheduler-dp0.json"), 1), _load(MM / "profile.json")
@@ -62,6 +92,7 @@ def set_cases():
     at = f"which {sched} (scheduler.json) gives at"
     G, RM, R = "$.resources.cache_groups", "$.resources.runtime_memory", "$.resources"
     glm = {"worker.json": gw, "scheduler.json": gs}
+    triton = {"worker.json": _triton(gw), "scheduler.json": _triton(gs)}
 
     def profile_case(rule, case, edits, expected, records=glm, base=gp):
         return (rule, case, {**records, "profile.json": _edited(base, edits)}, [("profile.json", *e) for e in expected])
@@ -74,6 +105,11 @@ def set_cases():
          [("scheduler.json", "RS005", "$.resolved_config.tensor_parallel_size",
            "prefill scheduler dp1 has 0 worker records, but tensor_parallel_size x pipeline_parallel_size is 1"),
           ("worker.json", "RS001", "$.dp_rank", f"{worker} has no scheduler record of its DP rank and phase in the record set")]),
+        # a worker of a DP rank with no scheduler, next to a complete DP-0 set: RS001 alone
+        ("RS001", "worker_of_another_dp_rank", {"worker.json": mw, "worker-dp1.json": _edited(mw, [(["dp_rank"], 1)]),
+                                                "scheduler.json": ms},
+         [("worker-dp1.json", "RS001", "$.dp_rank",
+           "prefill worker dp1 tp0 pp0 has no scheduler record of its DP rank and phase in the record set")]),
         ("RS002", "scheduler_twice", {"worker.json": mw, "scheduler.json": ms, "scheduler-copy.json": ms},
          [("scheduler.json", "RS002", "$.dp_rank", f"{sched} appears twice in the record set (also scheduler-copy.json)")]),
         ("RS003", "rank_past_tp_size", {"worker.json": _edited(mw, [(["tp_rank"], 1)]), "scheduler.json": ms},
@@ -83,6 +119,10 @@ def set_cases():
          [("scheduler.json", "RS005", "$.resolved_config.tensor_parallel_size",
            f"{sched} has 2 worker records, but tensor_parallel_size x pipeline_parallel_size is 1"),
           ("worker.json", "RS004", "$.tp_rank", f"{worker} appears twice in the record set (also worker-copy.json)")]),
+        # the same rank twice in a TP-2 set of two workers: RS004 alone (RS005 counts two)
+        ("RS004", "rank_0_twice_at_tp2", {"worker.json": _tp(mw, 2, 0), "worker-copy.json": _tp(mw, 2, 0),
+                                          "scheduler.json": _tp(ms, 2)},
+         [("worker.json", "RS004", "$.tp_rank", f"{worker} appears twice in the record set (also worker-copy.json)")]),
         # the user finding: a TP-4 record set with one worker removed
         ("RS005", "tp4_without_rank_2", {**original, "scheduler-dp0.json": _load(MM / "scheduler-dp0.json")},
          [("scheduler-dp0.json", "RS005", "$.resolved_config.tensor_parallel_size",
@@ -137,6 +177,11 @@ def set_cases():
                        f"prefill_checkpoint_blocks 0 differs from 1, {at} $.cache.groups[0].spec.num_prefill_checkpoint_blocks"),
                       ("PA010", f"{G}[0].prefill_checkpoint_alignment", f"prefill_checkpoint_alignment nothing differs from 16, "
                        f"{at} $.cache.groups[0].spec.prefill_checkpoint_alignment")]),
+        # records without a checkpoint block (Triton KDA), a profile with one: PA009 alone
+        profile_case("PA009", "checkpoint_block_next_to_triton_records", [(rg + [0, "prefill_checkpoint_blocks"], 1)],
+                     [("PA009", f"{G}[0].prefill_checkpoint_blocks",
+                       f"prefill_checkpoint_blocks 1 differs from 0, {at} $.cache.groups[0].spec.num_prefill_checkpoint_blocks")],
+                     records=triton, base=_imported(triton)),
         profile_case("PA010", "alignment_32", [(rg + [0, "prefill_checkpoint_alignment"], 32)],
                      [("PA010", f"{G}[0].prefill_checkpoint_alignment", f"prefill_checkpoint_alignment 32 differs from 16, "
                        f"{at} $.cache.groups[0].spec.prefill_checkpoint_alignment")]),
@@ -158,6 +203,16 @@ def set_cases():
                      [("PA016", f"{RM}.gpu_memory_utilization",
                        f"gpu_memory_utilization 0.9 differs from 0.8, {at} $.raw_cache_config.gpu_memory_utilization")],
                      records={"worker.json": gw, "scheduler.json": _edited(gs, [(["raw_cache_config"], {"gpu_memory_utilization": 0.8})])}),
+        # issue 13 item 7 / issue 15: a worker that states the engine's utilization judges it too
+        profile_case("PA016", "worker_states_another_utilization", [],
+                     [("PA016", f"{RM}.gpu_memory_utilization",
+                       f"gpu_memory_utilization 0.9 differs from 0.5, which {worker} (worker.json) gives at "
+                       "$.raw_cache_config.gpu_memory_utilization")],
+                     records={"worker.json": _edited(gw, [(["raw_cache_config"], {"block_size": 2176, "gpu_memory_utilization": 0.5})]),
+                              "scheduler.json": gs}),
+        profile_case("PA016", "good_utilization_as_recorded", [(rm + ["gpu_memory_utilization"], 0.5)], [],
+                     records={"worker.json": gw,
+                              "scheduler.json": _edited(gs, [(["raw_cache_config"], {"gpu_memory_utilization": 0.5})])}),
         profile_case("PA017", "half_the_token_budget", [(["resources", "max_num_tokens"], 8192)],
                      [("PA017", f"{R}.max_num_tokens", f"max_num_tokens 8192 differs from 16384, {at} $.resolved_config.max_num_batched_tokens")]),
         profile_case("PA018", "half_the_batch", [(["resources", "max_batch_size"], 128)],

@@ -35,15 +35,9 @@ def test_witness_is_refused_with_its_rule_first(case: Path) -> None:
 
 #: Reachable rules the solver has no witness for yet (empty: every reachable rule has one). A rule
 #: that loses its witness, or a new rule without one, makes the test below fail.
-#: The import gate's rules (issue 15) the solver does not reach yet, each with a refused fixture in
-#: tests/rules/: RS002/RS004/RS006/RS010 compare two schedulers or two workers, and the bundle
-#: shapes hold one of each (``workers=1``); the PA rules need a bundle with a profile next to its
-#: records, which no shape binds yet ("core: (structure)"); CK004 was reachable in one run and
-#: dead (core CK003) in another (docs/solver.md: needs the solver engineer's shapes).
 #: ST028 judges a profile being sized or replayed (role ``replay``, set by ``kvproof plan``): the
 #: solver's shapes are the documents ``check`` reads, none with that role ("no instance").
-NOT_YET_WITNESSED: list[str] = sorted(
-    ["RS002", "RS004", "RS006", "RS010", "CK004", "ST028"] + [f"PA{n:03d}" for n in range(1, 20)])
+NOT_YET_WITNESSED: list[str] = ["ST028"]
 
 
 def test_every_reachable_rule_has_a_witness() -> None:
