@@ -192,7 +192,7 @@ def And(*values: Any) -> Any:
         return all(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple)) else all(values)
     items = _flatten(values)
     if is_symbolic(*items):
-        return z3().And(*items)
+        return _connective(items, "And")
     return all(items)
 
 
@@ -201,7 +201,7 @@ def Or(*values: Any) -> Any:
         return any(values[0]) if len(values) == 1 and isinstance(values[0], (list, tuple)) else any(values)
     items = _flatten(values)
     if is_symbolic(*items):
-        return z3().Or(*items)
+        return _connective(items, "Or")
     return any(items)
 
 
@@ -209,8 +209,25 @@ def Not(value: Any) -> Any:
     if _CONCRETE_ONLY:
         return not value
     if is_symbolic(value):
-        return z3().Not(value)
+        z = z3()
+        if isinstance(value, z.BoolRef):  # z3.Not's sort cast, skipped: the same term
+            return z.BoolRef(z.Z3_mk_not(value.ctx.ref(), value.as_ast()), value.ctx)
+        return z.Not(value)
     return not value
+
+
+def _connective(items: list, name: str) -> Any:
+    """``z3.And``/``z3.Or`` of the items. When every item is a z3 Bool of one context the term is
+    made by the same C call directly: z3's wrappers re-derive and compare the sorts of all
+    arguments pairwise, which was most of the solver's encoding time (the term is identical)."""
+    z = z3()
+    if all(isinstance(item, z.BoolRef) for item in items):
+        ctx = items[0].ctx
+        if all(item.ctx is ctx for item in items):
+            array = (z.Ast * len(items))(*[item.as_ast() for item in items])
+            make = z.Z3_mk_and if name == "And" else z.Z3_mk_or
+            return z.BoolRef(make(ctx.ref(), len(items), array), ctx)
+    return getattr(z, name)(*items)
 
 
 def Implies(premise: Any, conclusion: Any) -> Any:

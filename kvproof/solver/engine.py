@@ -30,6 +30,7 @@ import z3
 from ..models.codec import ABSENT
 from ..models.documents import Document
 from ..rules.core import Rule
+from ..rules.state_storage import REPLAY_ROLE
 from .shapes import Shape, document_class
 from .symbolic import Leaf, Policy, SymbolicDocument, SymbolicFlowError, build, collect_consts
 
@@ -138,6 +139,10 @@ def _pin_pairs(leaf: Leaf) -> list[tuple[Any, Any]]:
 
 #: A slice question (a subset of the rules on a fresh solver) gets ``rlimit // SLICE_FRACTION``.
 SLICE_FRACTION = 5
+#: The unpinned look after the held values alone decided a goal (``_hinted``) gets
+#: ``rlimit // HELD_FRACTION``: it is nonlinear and nearly always runs to its limit (unknown: the
+#: held answer stands), which at the slice budget was a fifth of VC007's time.
+HELD_FRACTION = 50
 
 #: The z3 context of the solver call running now (one at a time per process), for Ctrl-C.
 _CHECKING: Any = None
@@ -326,9 +331,16 @@ def targets(rule: Rule, documents: tuple[Document, ...]) -> Iterable[tuple[str |
         yield from checker._targets(rule, documents, groups)
 
 
+#: The folders of a shape's (and a stored witness's) documents that give them a role other than
+#: ``checked``: ``probe/`` the accepted probe (``check --probe``), ``replay/`` a profile being
+#: sized or replayed (``kvproof plan``: ST028).
+ROLE_FOLDERS = {"probe": "probe", "replay": REPLAY_ROLE}
+
+
 def role_of(file: str) -> str:
-    """A shape's document under ``probe/`` is the accepted probe (``check --probe``)."""
-    return "probe" if file.startswith("probe/") else "checked"
+    """The role of a shape's document by its folder (:data:`ROLE_FOLDERS`), else ``checked``."""
+    folder, sep, _ = file.partition("/")
+    return ROLE_FOLDERS.get(folder, "checked") if sep else "checked"
 
 
 def as_bool(value: Any) -> Any:
@@ -363,6 +375,11 @@ class Session:
         self.builds = 0
         #: answers of slice questions by their terms (a Prover shares one dict among its sessions)
         self.cache: dict = {}
+        #: The rules of the cores the asking rule found in earlier shapes (``Prover.prove`` sets
+        #: it per question). A slice of those rules only is not minimized: the rules of the
+        #: rule's core (the union over its shapes) are the same either way, and deletion costs
+        #: one check per rule (half of VC007's checks).
+        self.known_core: frozenset = frozenset()
         self._build()
 
     # -- building ---------------------------------------------------------------------------
@@ -785,7 +802,7 @@ class Session:
         outcome = self.slice_check(rule, goal, rules, linear=pinned, pool=pool)
         if outcome.status != "unknown" or outcome.reason != "held":
             return outcome
-        plain = self.slice_check(rule, goal, rules, pool=pool)
+        plain = self.slice_check(rule, goal, rules, pool=pool, fraction=HELD_FRACTION)
         if plain.status != "unknown":
             return plain
         return self.slice_check(rule, goal, rules, linear=True, pool=pool, held_goal=True)
@@ -867,7 +884,7 @@ class Session:
     # -- slices: a subset of the rules on a fresh solver ------------------------------------
     def slice_check(self, rule: Rule, goal: Any, rules: list[Rule], linear: bool = False,
                     timeout: float | None = None, pool: list[Rule] | None = None,
-                    held_goal: bool = False) -> Outcome:
+                    held_goal: bool = False, fraction: int = SLICE_FRACTION) -> Outcome:
         """Unsat of the goal with only ``rules`` asserted (then it is unsat with every rule of a
         larger set too): an ``unsat`` Outcome with the core minimized over ``rules``; otherwise
         ``sat`` (of the slice only: no witness) or ``unknown``.
@@ -885,7 +902,9 @@ class Session:
         pinned: list[Leaf] = []
         cache = self.cache
         # the domain axioms belong to the question (a float leaf's grid axiom keeps its template)
-        key: tuple = (linear, held_goal, tuple((name, term.get_id()) for name, term in parts),
+        named_rules = frozenset(other.id for other in rules)
+        minimize = not named_rules <= self.known_core  # see known_core
+        key: tuple = (linear, held_goal, fraction, minimize, tuple((name, term.get_id()) for name, term in parts),
                       self._axiom_ids([term for _, term in parts]))
         if linear:
             names: set[str] = set()
@@ -909,7 +928,7 @@ class Session:
                 cache[key] = ("unknown", [], alive)
                 return Outcome("unknown", reason="held")
         limit = self.config.timeout if timeout is None else timeout
-        result, core = self._check_parts(parts, limit)
+        result, core = self._check_parts(parts, limit, fraction)
         if result != z3.unsat:
             status = "sat" if result == z3.sat else "unknown"
             cache[key] = (status, [], alive)
@@ -921,7 +940,7 @@ class Session:
                 cache[key] = ("unknown", [], alive)
                 return Outcome("unknown", reason="held")
         named = [name for name in core if name in self.order]
-        if len(named) > 1:
+        if len(named) > 1 and minimize:
             kept = [(name, term) for name, term in parts if name in named]
             goal_part = parts[-1]
             for candidate in list(kept):
@@ -962,13 +981,14 @@ class Session:
                 out.append(leaf)
         return out
 
-    def _check_parts(self, parts: list[tuple[str, Any]], timeout: float) -> tuple[Any, list[str]]:
+    def _check_parts(self, parts: list[tuple[str, Any]], timeout: float,
+                     fraction: int = SLICE_FRACTION) -> tuple[Any, list[str]]:
         """Check named parts on a fresh solver with the axioms of the leaves they read. A slice
         is a short question: its budget is a fraction of the resource limit (deterministic),
         ``timeout`` only guards the wall clock."""
         solver = IsolatedSolver()
         solver.set("timeout", max(1, int(timeout * 1000)))
-        solver.set("rlimit", max(1, self.config.rlimit // SLICE_FRACTION))
+        solver.set("rlimit", max(1, self.config.rlimit // fraction))
         solver.set("random_seed", self.config.seed)
         names = collect_consts([term for _, term in parts])
         done: set[int] = set()
@@ -1102,28 +1122,17 @@ class Session:
         finally:
             solver.pop()
 
-    def _solve(self, free_first: bool = False) -> Outcome:
-        """Answer the question on the solver's current scope.
+    def _solve(self) -> Outcome:
+        """Answer the question on the solver's current scope (a claim's check).
 
-        1. ``free_first`` (the rule was already unsat in a smaller shape): one short check without
-           pins; unsat ends it.
-        2. The relax loop from the template (:meth:`_relax`).
-        3. When that gives up (a nonlinear query past the time or resource limit), again with the
+        1. The relax loop from the template (:meth:`_relax`).
+        2. When that gives up (a nonlinear query past the time or resource limit), again with the
            small-domain leaves (block sizes, kernel blocks, element sizes, dimensions: see
            :data:`SMALL_DOMAIN`) held at their template values: products with one such factor
            are linear. An unsat core then names those pins (``SHAPE:pin``): dead *with those
            values*, which is what "within the shape bound" means for such a rule.
         """
-        solver = self.solver
-        fixed = [lit for lit in self.pin_lits if _small_domain(self.pin_leaf[lit.decl().name()].spath)]
-        if free_first:
-            for assumptions in ([fixed, []] if fixed else [[]]):
-                result = self._short_check(assumptions)
-                if result == z3.unsat:
-                    core = [c.decl().name() for c in solver.unsat_core()]
-                    return Outcome("unsat", core=self._label(self._minimal_core(assumptions, core)))
-                if result == z3.sat:
-                    break
+        fixed = self._fixed()
         outcome = self._relax()
         if outcome.status != "unknown" or not fixed:
             return outcome
@@ -1131,15 +1140,6 @@ class Session:
         if second.status == "unknown":
             second.reason = second.reason or outcome.reason
         return second
-
-    def _short_check(self, assumptions: list):
-        """A check on a slice's budget (deterministic: the resource limit, not the clock)."""
-        solver = self.solver
-        solver.set("rlimit", max(1, self.config.rlimit // SLICE_FRACTION))
-        try:
-            return solver.check(*assumptions)
-        finally:
-            solver.set("rlimit", self.config.rlimit)
 
     def _relax(self, fixed: list | None = None) -> Outcome:
         """Check with every soft pin assumed; release the pins of each unsat core until sat, or

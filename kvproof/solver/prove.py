@@ -264,7 +264,11 @@ class Prover:
                 if early is not None and early.status in ("trivial", "vacuous"):
                     continue
                 asked += 1
-                outcome = session.reach(rule, free_first=bool(cores) or rule.expect == "dead", hints=hints, seen=seen)
+                session.known_core = frozenset(c for c in cores if c in session.order)
+                try:
+                    outcome = session.reach(rule, free_first=bool(cores) or rule.expect == "dead", hints=hints, seen=seen)
+                finally:
+                    session.known_core = frozenset()
                 if outcome.status == "sat":
                     self._witness(rule, session, outcome, result)
                     if result.verdict == "mismatch":
@@ -464,6 +468,19 @@ def replay(rule_id: str, documents: list[tuple[str, str]], rules: list[Rule] | N
     return "reachable", f"{first.path}: {first.message}", first.rule
 
 
+def load_witness(case: Path) -> list:
+    """The documents of a stored witness (``DIR/RULE.json``, or every ``*.json`` below
+    ``DIR/RULE/``), each with the role of its folder (:func:`~kvproof.solver.engine.role_of`:
+    ``probe/`` as ``check --probe`` loads it, ``replay/`` as ``kvproof plan`` does), as the
+    checker is to be called on them."""
+    from ..models.documents import load_path
+
+    if not case.is_dir():
+        return [load_path(case)]
+    files = sorted(case.rglob("*.json"), key=lambda p: (len(p.relative_to(case).parts), p.relative_to(case).as_posix()))
+    return [attrs.evolve(load_path(path), role=role_of(path.relative_to(case).as_posix())) for path in files]
+
+
 def write_witness(directory: Path, result: RuleResult) -> str | None:
     """Write a witness: ``DIR/RULE.json`` for one document, ``DIR/RULE/<file>`` for several."""
     if not result.documents:
@@ -481,7 +498,8 @@ def write_documents(directory: Path, name: str, documents: list[tuple[str, str]]
     removed only when this run does not write it again and kvproof wrote it (never a user's file)."""
     from ..output import OutputFolder
 
-    single = len(documents) == 1
+    # one document of the checked role is NAME.json; a role is kept by its folder (NAME/replay/..)
+    single = len(documents) == 1 and "/" not in documents[0][0]
     with OutputFolder(directory) as folder:
         if single:
             folder.add(f"{name}.json", documents[0][1])

@@ -390,6 +390,10 @@ def base_shapes(kind: str, bound: Bound, root: Path | None = None) -> list[Shape
                             add(f"bundle {label} {name}", docs2)
                             if profiles and name == "workers=2":
                                 add(f"bundle+profile {label} {name}", docs2 + [profile])
+        if kind == "bundle":
+            # each profile whole in the replay role, as ``kvproof plan`` checks it (ST028)
+            for file, tree in profiles:
+                add(f"replay profile {example}", [("profile", f"replay/{file}", copy.deepcopy(tree))])
         if kind == "profile":
             for file, tree in profiles:
                 groups = tree.get("resources", {}).get("cache_groups") or []

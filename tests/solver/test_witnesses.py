@@ -5,30 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import attrs
 import pytest
 
-from kvproof.models.documents import load_path
 from kvproof.rules.check import check
 from kvproof.rules.registry import all_rules
+from kvproof.solver.prove import load_witness
 
 HERE = Path(__file__).resolve().parent / "witnesses"
 CASES = sorted(p for p in HERE.glob("*") if p.suffix == ".json" or p.is_dir())
 
 
-def _documents(case: Path) -> list:
-    """A witness file, or a folder of documents (those under ``probe/`` are the accepted probe,
-    as ``kvproof check --probe`` loads them)."""
-    if not case.is_dir():
-        return [load_path(case)]
-    documents = [load_path(path) for path in sorted(case.glob("*.json"))]
-    documents += [attrs.evolve(load_path(path), role="probe") for path in sorted((case / "probe").glob("*.json"))]
-    return documents
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
 def test_witness_is_refused_with_its_rule_first(case: Path) -> None:
-    diagnostics = check(_documents(case))
+    diagnostics = check(load_witness(case))  # the roles of their folders: probe/, replay/
     assert diagnostics, f"{case.name}: the checker accepts the witness"
     assert diagnostics[0].rule == case.stem
 
