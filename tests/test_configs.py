@@ -29,6 +29,23 @@ def _llama() -> dict:
     return json.loads((LLAMA / "config.json").read_text())
 
 
+CONFIGS = ROOT / "tests" / "configs"
+
+
+def _config(folder: str) -> dict:
+    return json.loads((CONFIGS / folder / "config.json").read_text())
+
+
+def _by_index(geometry: dict) -> dict[int, dict]:
+    """Each layer index -> its entry (ranges expanded)."""
+    out = {}
+    for entry in geometry["layers"]:
+        indices = range(*entry["range"]) if "range" in entry else [entry["index"]]
+        for i in indices:
+            out[i] = entry
+    return out
+
+
 @pytest.mark.parametrize("tp,heads", [(1, 8), (2, 4), (8, 1), (16, 1)])
 def test_llama_kv_heads_per_rank(tp, heads):
     geometry = geometry_from_config(_llama(), tp)
@@ -46,8 +63,9 @@ def test_mla_head_size_is_latent_plus_rope():
 def test_sliding_layers_follow_layer_types():
     config = dict(_llama(), num_hidden_layers=4, sliding_window=512,
                   layer_types=["sliding_attention", "full_attention"] * 2)
-    specs = [(e["spec"], e.get("sliding_window")) for e in geometry_from_config(config)["layers"]]
-    assert specs == [("SlidingWindowSpec", 512), ("FullAttentionSpec", None)] * 2
+    layers = _by_index(geometry_from_config(config))
+    assert [(layers[i]["spec"], layers[i].get("sliding_window")) for i in range(4)] == [
+        ("SlidingWindowSpec", 512), ("FullAttentionSpec", None)] * 2
 
 
 def test_qwen2_mixed_windows_are_vllms_refusal():
@@ -116,3 +134,15 @@ def test_geometry_output_is_deterministic_and_simulates(tmp_path):
                       "--set", "block_size=32", "--set", "enable_prefix_caching=false", "--format", "json")
     assert simulated.returncode == direct.returncode == 0
     assert json.loads(simulated.stdout)["num_blocks"] == json.loads(direct.stdout)["num_blocks"]
+
+
+def test_gpt_oss_slides_on_even_layers_and_divides_kv_heads():
+    geometry = geometry_from_config(_config("openai--gpt-oss-20b"), 4)
+    layers = geometry["layers"]
+    assert {e["name"] for e in layers} == {"model.layers.{i}.attn.attn"}
+    assert [(e["spec"], e["range"], e.get("sliding_window")) for e in layers] == [
+        ("SlidingWindowSpec", [0, 23, 2], 128), ("FullAttentionSpec", [1, 24, 2], None)]
+    assert {(e["num_kv_heads"], e["head_size"]) for e in layers} == {(2, 64)}
+    assert geometry["max_model_len"] == 131072  # yarn: not scaled again
+    with pytest.raises(InputError, match="leave 0 per rank"):
+        geometry_from_config(_config("openai--gpt-oss-20b"), 16)

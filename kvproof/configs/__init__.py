@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense
+from . import deepseek, dense, gpt_oss
 from .common import Layer, Parallel, derived_max_model_len, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
-ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES}
+ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES}
 
 #: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
 #: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
@@ -38,34 +38,38 @@ def _architecture(config: HFConfig):
 
 
 def _entries(layers: list[Layer]) -> list[dict[str, Any]]:
-    """Consecutive layers with the same name pattern and spec as one ``range`` entry (a step
-    range for interleaved patterns would be shorter; one entry per run keeps the file plain)."""
-    entries: list[dict[str, Any]] = []
-    run: list[Layer] = []
-
-    def flush() -> None:
-        if not run:
-            return
-        first = run[0]
-        entry: dict[str, Any] = {"name": first.name}
-        if len(run) == 1:
-            entry["index"] = first.index
-        else:
-            entry["range"] = [first.index, run[-1].index + 1]
-        entry["spec"] = first.spec
-        entry.update(dict(first.fields))
-        entries.append(entry)
-        run.clear()
-
+    """The layers as few entries as ``range`` allows: the layers of one name pattern and spec whose
+    indices step evenly (``[start, stop, step]``, e.g. every other layer of gpt-oss) make one
+    entry, otherwise one entry per run of consecutive indices. The geometry orders layers by index
+    (``layer_order`` ``by_index``), so the entries' order does not change the plan."""
+    groups: dict[tuple, list[Layer]] = {}
     for layer in layers:
-        if run and (layer.name, layer.spec, layer.fields) == (run[0].name, run[0].spec, run[0].fields) and (
-            layer.index == run[-1].index + 1
-        ):
-            run.append(layer)
+        groups.setdefault((layer.name, layer.spec, layer.fields), []).append(layer)
+    entries: list[dict[str, Any]] = []
+
+    def entry(run: list[Layer], step: int) -> dict[str, Any]:
+        first = run[0]
+        out: dict[str, Any] = {"name": first.name}
+        if len(run) == 1:
+            out["index"] = first.index
         else:
-            flush()
-            run.append(layer)
-    flush()
+            out["range"] = [first.index, run[-1].index + 1] + ([step] if step > 1 else [])
+        out["spec"] = first.spec
+        out.update(dict(first.fields))
+        return out
+
+    for run in groups.values():
+        steps = {b.index - a.index for a, b in zip(run, run[1:])}
+        if len(steps) <= 1:
+            entries.append(entry(run, steps.pop() if steps else 1))
+            continue
+        consecutive: list[Layer] = []
+        for layer in run:
+            if consecutive and layer.index != consecutive[-1].index + 1:
+                entries.append(entry(consecutive, 1))
+                consecutive = []
+            consecutive.append(layer)
+        entries.append(entry(consecutive, 1))
     return entries
 
 

@@ -17,8 +17,19 @@ Stand-ins (docs/geometry-from-config.md "Conformance"):
   requested sizes, which is all that layer construction reads;
 * the model registry inspects classes in this process (``_run_in_subprocess`` runs the function
   here; the subprocess exists only to keep CUDA out of the parent);
-* ``compressed_tensors`` (a pinned vLLM dependency the CPU venv lacks) is a module whose every
-  name is a placeholder class: only quantized checkpoints use it, and the configs here are not.
+* ``compressed_tensors`` and ``torchvision`` (a pinned vLLM dependency and Llama 4's image
+  processor import, both absent from the CPU venv) are modules whose every name is a placeholder
+  class: only quantized checkpoints and image preprocessing use them, never a layer's cache;
+* weight quantization (``quantization_config``: gpt-oss's MXFP4, DeepSeek's FP8 blocks) has no
+  CPU kernel, so the config is read without it (``hf_overrides``). A layer's cache spec reads the
+  cache dtype (``cache_config.cache_dtype``, ``auto``), never the weights' quantization;
+* the CPU platform's GPU-only refusals and state-dtype resets are neutralised where a GPU answers
+  otherwise: ``CpuPlatform.check_and_update_config`` resets ``mamba_ssm_cache_dtype`` to float32
+  when the CPU has AVX-512 BF16 (platforms/cpu.py:318-334), which no GPU does (the check is run
+  with ``torch.cpu._is_avx512_bf16_supported`` answering False); ``FusedMoEConfig`` refuses a
+  non-gated MoE activation (Nemotron-H's ``relu2``) off CUDA/ROCm/XPU
+  (layers/fused_moe/config.py:1410-1415), so that module sees a CUDA-alike platform, and a MoE
+  configuration no CPU expert kernel supports takes the portable one. MoE layers hold no cache.
 
 Output per request: ``{"status": "ok", "max_model_len", "dtype", "ranks": [{layer: {"spec",
 "fields", "defaults"}}]}`` or ``{"status": "refused", "error": {"type", "message"}}``.
@@ -31,6 +42,7 @@ import dataclasses
 import enum
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -59,9 +71,12 @@ class _PlaceholderModule(types.ModuleType):
         return value
 
 
-class _CompressedTensorsStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _PlaceholderPackages(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, names):
+        self.names = names
+
     def find_spec(self, fullname, path, target=None):
-        if fullname == "compressed_tensors" or fullname.startswith("compressed_tensors."):
+        if fullname.split(".")[0] in self.names:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -74,10 +89,8 @@ class _CompressedTensorsStandIn(importlib.abc.MetaPathFinder, importlib.abc.Load
         pass
 
 
-try:
-    import compressed_tensors  # noqa: F401
-except ImportError:
-    sys.meta_path.insert(0, _CompressedTensorsStandIn())
+if importlib.util.find_spec("compressed_tensors") is None:
+    sys.meta_path.insert(0, _PlaceholderPackages({"compressed_tensors"}))
 
 _REAL_STDOUT = sys.stdout
 with contextlib.redirect_stdout(sys.stderr):
@@ -92,6 +105,62 @@ with contextlib.redirect_stdout(sys.stderr):
     from vllm.v1.attention.backend import MultipleOf
 
 registry._run_in_subprocess = lambda fn: fn()
+# After transformers has found torchvision absent (its image processors then take their PIL path),
+# so that only the unconditional ``import torchvision`` of Llama 4's image processor meets the
+# placeholder.
+if importlib.util.find_spec("torchvision") is None:
+    sys.meta_path.insert(0, _PlaceholderPackages({"torchvision"}))
+
+
+class _CudaAlike:
+    """``current_platform`` as fused_moe/config.py sees it: CUDA-alike (the default platform)."""
+
+    def __init__(self, platform):
+        self._platform = platform
+
+    def __getattr__(self, name):
+        return getattr(self._platform, name)
+
+    def is_cuda_alike(self):
+        return True
+
+
+with contextlib.redirect_stdout(sys.stderr):
+    import vllm.model_executor.layers.fused_moe.config as _fused_moe_config
+_fused_moe_config.current_platform = _CudaAlike(_fused_moe_config.current_platform)
+
+
+def _any_cpu_moe_kernel(select):
+    """The CPU MoE kernels cover fewer shapes and activations than the GPU's
+    (layers/fused_moe/oracle/unquantized.py:222-372); the expert kernel holds no cache, so a
+    configuration they refuse takes the portable CPU kernel class."""
+
+    def choose(moe_config):
+        try:
+            return select(moe_config)
+        except NotImplementedError:
+            from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
+            from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
+
+            return UnquantizedMoeBackend.CPU, CPUUnquantizedExperts
+
+    return choose
+
+
+with contextlib.redirect_stdout(sys.stderr):
+    import vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method as _unquantized_moe
+_unquantized_moe.select_unquantized_moe_backend = _any_cpu_moe_kernel(_unquantized_moe.select_unquantized_moe_backend)
+
+
+@contextlib.contextmanager
+def _gpu_state_dtypes():
+    """No AVX-512 BF16 while the platform checks the config (platforms/cpu.py:318-334)."""
+    saved = torch.cpu._is_avx512_bf16_supported
+    torch.cpu._is_avx512_bf16_supported = lambda: False
+    try:
+        yield
+    finally:
+        torch.cpu._is_avx512_bf16_supported = saved
 
 _WORLD_READY = False
 
@@ -190,11 +259,13 @@ def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
 
 def model_specs(request: dict) -> dict:
     folder, tp, pp = request["config_dir"], int(request.get("tp", 1)), int(request.get("pp", 1))
-    model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True)
+    model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True,
+                               hf_overrides={"quantization_config": None})
     ranks, objects = [], {}
     for pp_rank in range(pp):
-        vllm_config = VllmConfig(model_config=model_config,
-                                 parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp))
+        with _gpu_state_dtypes():
+            vllm_config = VllmConfig(model_config=model_config,
+                                     parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp))
         _world()
         with set_current_vllm_config(vllm_config):
             # Groups are made for the model at hand (the EP group exists only for MoE models).
