@@ -146,3 +146,18 @@ def test_gpt_oss_slides_on_even_layers_and_divides_kv_heads():
     assert geometry["max_model_len"] == 131072  # yarn: not scaled again
     with pytest.raises(InputError, match="leave 0 per rank"):
         geometry_from_config(_config("openai--gpt-oss-20b"), 16)
+
+
+def test_llama4_chunks_the_rope_layers_and_reads_text_config():
+    config = _config("meta-llama--Llama-4-Scout-17B-16E-Instruct")
+    geometry = geometry_from_config(config, 2)
+    layers = _by_index(geometry)
+    assert len(layers) == 48 and geometry["max_model_len"] == 10485760
+    assert [layers[i]["spec"] for i in range(4)] == ["ChunkedLocalAttentionSpec"] * 3 + ["FullAttentionSpec"]
+    assert {(e["name"], e["num_kv_heads"], e["head_size"]) for e in layers.values()} == {
+        ("language_model.model.layers.{i}.self_attn.attn", 4, 128)}
+    assert layers[0]["attention_chunk_size"] == 8192
+    unchunked = dict(config, text_config=dict(config["text_config"], attention_chunk_size=None))
+    assert {e["spec"] for e in geometry_from_config(unchunked)["layers"]} == {"FullAttentionSpec"}
+    with pytest.raises(InputError, match=r"HF003 \$\.text_config\.num_attention_heads: Total number of attention"):
+        geometry_from_config(config, 3)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense, gpt_oss
+from . import deepseek, dense, gpt_oss, llama4
 from .common import Layer, Parallel, derived_max_model_len, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
-ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES}
+ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
+                 **llama4.ARCHITECTURES}
 
 #: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
 #: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
@@ -82,14 +83,15 @@ def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str
     config = HFConfig(tree, file)
     arch, layers_of = _architecture(config)
     layers = layers_of(config, Parallel(tp, pp))
-    num_layers = config.int("num_hidden_layers", minimum=1)
+    text = config.text()  # vLLM's hf_text_config: the layers and the derived length are its
+    num_layers = text.int("num_hidden_layers", minimum=1)
     if pp > num_layers:
-        raise ConfigError(CONFIG_PARALLEL, "$.num_hidden_layers",
+        raise ConfigError(CONFIG_PARALLEL, text.key_path("num_hidden_layers"),
                           f"pipeline parallel size {pp} exceeds the {num_layers} layers", file)
     geometry: dict[str, Any] = {
         "name": f"{name or arch} at TP {tp}" + (f", PP {pp}" if pp > 1 else "") + " (kvproof geometry)",
         "layers": _entries(layers),
-        "max_model_len": derived_max_model_len(config),
+        "max_model_len": derived_max_model_len(text),
     }
     if tp > 1:
         geometry["tp"] = tp

@@ -47,7 +47,7 @@ def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False
         value = config.tree.get(key)
         if value is not None:
             if type(value) not in (int, float) or isinstance(value, bool):
-                raise ConfigError(CONFIG_FIELD, f"$.{key}", "expected a number", config.file)
+                raise ConfigError(CONFIG_FIELD, config.key_path(key), "expected a number", config.file)
             derived = value if derived is None else min(derived, value)
     if config.tree.get("model_max_length"):
         derived = config.tree["model_max_length"]
@@ -69,7 +69,7 @@ def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False
 def check_attention_heads(config: HFConfig, total_heads: int, key: str, tp: int) -> None:
     """``ModelConfig.verify_with_parallel_config`` (vllm/config/model.py:1557-1564)."""
     if total_heads % tp != 0:
-        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
                           f"Total number of attention heads ({total_heads}) must be divisible by tensor "
                           f"parallel size ({tp}).", config.file)
 
@@ -79,11 +79,11 @@ def kv_heads_per_rank(config: HFConfig, total_kv_heads: int, key: str, tp: int) 
     (``max(1, total // tp)``); vLLM asserts that one divides the other (llama.py:147-156 and the
     same lines of every GQA attention class)."""
     if total_kv_heads >= tp and total_kv_heads % tp != 0:
-        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
                           f"{total_kv_heads} KV heads cannot be partitioned over tensor parallel size {tp} "
                           "(vLLM 0.33.0 asserts total_num_kv_heads % tp_size == 0, llama.py:151)", config.file)
     if total_kv_heads < tp and tp % total_kv_heads != 0:
-        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
                           f"{total_kv_heads} KV heads cannot be replicated over tensor parallel size {tp} "
                           "(vLLM 0.33.0 asserts tp_size % total_num_kv_heads == 0, llama.py:155)", config.file)
     return max(1, total_kv_heads // tp)

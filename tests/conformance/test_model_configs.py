@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from oracle_process import HERE, ORACLE, ROOT, VENV_PYTHON, OracleProcess, json_diff
+from oracle_process import HERE, ORACLE, ROOT, VENV_PYTHON, OracleProcess
+from test_conformance import compare
 
 from kvproof.configs import ARCHITECTURES, geometry_from_config
 from kvproof.configs.hf import CONFIG_ARCH, CONFIG_PARALLEL
@@ -59,6 +60,18 @@ def _vllm_geometry(answer: dict, kvproof_geometry: dict) -> dict:
     return out
 
 
+def _listed_indices(geometry: dict) -> dict:
+    """The same geometry with each ``range`` written as ``indices`` (the planning oracle's parser,
+    oracle.py, reads two-element ranges only; kvproof plans the stepped form itself)."""
+    layers = []
+    for entry in geometry["layers"]:
+        entry = dict(entry)
+        if "range" in entry:
+            entry["indices"] = list(range(*entry.pop("range")))
+        layers.append(entry)
+    return dict(geometry, layers=layers)
+
+
 CASES = [(folder, tp, 1) for folder in CONFIGS for tp in (1, 2, 4, 8)] + [(folder, 2, 2) for folder in CONFIGS]
 
 
@@ -80,7 +93,7 @@ def test_geometry_matches_vllm_model_code(folder, tp, pp, spec_oracle, plan_orac
         pytest.xfail(f"{tree['architectures'][0]} is not mapped yet: {refusal.message[:80]}")
     request = {"config_dir": str(folder), "tp": tp, "pp": pp}
     if geometry is not None:
-        request["kvproof_geometry"] = geometry
+        request["kvproof_geometry"] = _listed_indices(geometry)
     answer = spec_oracle(request)
     if answer["status"] == "refused":
         assert refusal is not None, f"vLLM refuses ({answer['error']}) but kvproof made a geometry"
@@ -95,10 +108,8 @@ def test_geometry_matches_vllm_model_code(folder, tp, pp, spec_oracle, plan_orac
         assert geometry["workers"] == [list(rank) for rank in answer["ranks"]]
     vllm_plan = plan_oracle(_vllm_geometry(answer, geometry))
     kvproof_plan = simulate_document(geometry)
-    differences: list[dict] = []
-    json_diff(vllm_plan, kvproof_plan, "$", differences)
     assert vllm_plan["status"] == kvproof_plan["status"]
-    assert differences == []
+    assert compare(vllm_plan, kvproof_plan) == []  # the conformance suite's comparison, key by key
 
 
 def test_a_wrong_head_size_is_caught(spec_oracle):
@@ -106,5 +117,5 @@ def test_a_wrong_head_size_is_caught(spec_oracle):
     folder = next(f for f in CONFIGS if _tree(f)["architectures"][0] in ARCHITECTURES)
     geometry = geometry_from_config(_tree(folder), 1, 1, {"available_memory_bytes": MEMORY})
     geometry["layers"][0]["head_size"] += 1
-    answer = spec_oracle({"config_dir": str(folder), "tp": 1, "pp": 1, "kvproof_geometry": geometry})
+    answer = spec_oracle({"config_dir": str(folder), "tp": 1, "pp": 1, "kvproof_geometry": _listed_indices(geometry)})
     assert answer["status"] == "ok" and answer["spec_differences"]
