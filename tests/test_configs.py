@@ -161,3 +161,23 @@ def test_llama4_chunks_the_rope_layers_and_reads_text_config():
     assert {e["spec"] for e in geometry_from_config(unchunked)["layers"]} == {"FullAttentionSpec"}
     with pytest.raises(InputError, match=r"HF003 \$\.text_config\.num_attention_heads: Total number of attention"):
         geometry_from_config(config, 3)
+
+
+def test_nemotron_h_follows_the_pattern_with_mamba2_states_per_rank():
+    config = _config("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    layers = _by_index(geometry_from_config(config, 4))
+    pattern = config["hybrid_override_pattern"]
+    assert sorted(layers) == [i for i, kind in enumerate(pattern) if kind in "M*"]
+    mamba, attention = layers[0], layers[pattern.index("*")]
+    # conv: (conv_kernel - 1, (64 * 64 + 2 * 8 * 128) / 4); temporal: (64 / 4, 64, 128)
+    assert (mamba["spec"], mamba["name"], mamba["shapes"], mamba["dtypes"]) == (
+        "MambaSpec", "model.layers.{i}.mixer", [[3, 1536], [16, 64, 128]], ["bfloat16", "float32"])
+    assert (mamba["num_prefill_checkpoint_blocks"], mamba["prefill_checkpoint_alignment"]) == (1, 1)
+    assert (attention["spec"], attention["name"], attention["num_kv_heads"], attention["head_size"]) == (
+        "FullAttentionSpec", "model.layers.{i}.mixer.attn", 1, 128)
+    one_group = dict(config, n_groups=1)
+    assert _by_index(geometry_from_config(one_group, 8))[0]["shapes"][0] == [3, (64 * 64 + 2 * 8 * 128) // 8]
+    with pytest.raises(InputError, match="must be divisible by tensor parallel size"):
+        geometry_from_config(config, 3)
+    with pytest.raises(InputError, match="Unsupported layer type 'X' at layer 1"):
+        geometry_from_config(dict(config, hybrid_override_pattern="MX"))

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense, gpt_oss, llama4
-from .common import Layer, Parallel, derived_max_model_len, pp_ranges
+from . import deepseek, dense, gpt_oss, llama4, nemotron_h
+from .common import Layer, Parallel, derived_max_model_len, plain, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
 ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
-                 **llama4.ARCHITECTURES}
+                 **llama4.ARCHITECTURES, **nemotron_h.ARCHITECTURES}
 
 #: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
 #: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
@@ -39,38 +39,35 @@ def _architecture(config: HFConfig):
 
 
 def _entries(layers: list[Layer]) -> list[dict[str, Any]]:
-    """The layers as few entries as ``range`` allows: the layers of one name pattern and spec whose
-    indices step evenly (``[start, stop, step]``, e.g. every other layer of gpt-oss) make one
-    entry, otherwise one entry per run of consecutive indices. The geometry orders layers by index
+    """The layers as few entries as ``range`` allows: each run of layers of one name pattern and spec
+    whose indices step evenly is one entry (``[start, stop, step]``, e.g. every other layer of
+    gpt-oss), runs taken greedily in index order. The geometry orders layers by index
     (``layer_order`` ``by_index``), so the entries' order does not change the plan."""
     groups: dict[tuple, list[Layer]] = {}
     for layer in layers:
         groups.setdefault((layer.name, layer.spec, layer.fields), []).append(layer)
     entries: list[dict[str, Any]] = []
 
-    def entry(run: list[Layer], step: int) -> dict[str, Any]:
+    def entry(run: list[Layer]) -> dict[str, Any]:
         first = run[0]
         out: dict[str, Any] = {"name": first.name}
         if len(run) == 1:
             out["index"] = first.index
         else:
+            step = run[1].index - first.index
             out["range"] = [first.index, run[-1].index + 1] + ([step] if step > 1 else [])
         out["spec"] = first.spec
-        out.update(dict(first.fields))
+        out.update({key: plain(value) for key, value in first.fields})
         return out
 
-    for run in groups.values():
-        steps = {b.index - a.index for a, b in zip(run, run[1:])}
-        if len(steps) <= 1:
-            entries.append(entry(run, steps.pop() if steps else 1))
-            continue
-        consecutive: list[Layer] = []
-        for layer in run:
-            if consecutive and layer.index != consecutive[-1].index + 1:
-                entries.append(entry(consecutive, 1))
-                consecutive = []
-            consecutive.append(layer)
-        entries.append(entry(consecutive, 1))
+    for group in groups.values():
+        run: list[Layer] = []
+        for layer in group:
+            if len(run) >= 2 and layer.index - run[-1].index != run[1].index - run[0].index:
+                entries.append(entry(run))
+                run = []
+            run.append(layer)
+        entries.append(entry(run))
     return entries
 
 

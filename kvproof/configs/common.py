@@ -7,7 +7,7 @@ import attrs
 
 from .hf import CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
+__all__ = ["frozen", "plain", "Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
            "Layer"]
 
 #: ``ModelArchConfigConvertorBase.derive_max_model_len_and_key``
@@ -33,6 +33,16 @@ class Layer:
     index: int
     spec: str
     fields: tuple[tuple[str, object], ...]
+
+
+def frozen(value):
+    """Lists as tuples, so that a layer's fields hash and equal layers group into one entry."""
+    return tuple(frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def plain(value):
+    """The JSON form of a :func:`frozen` value."""
+    return [plain(v) for v in value] if isinstance(value, tuple) else value
 
 
 def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False) -> int:

@@ -227,11 +227,15 @@ def _specs(vllm_config) -> dict:
     return out
 
 
+ENGINE_FIELDS = ("block_size", "mamba_cache_mode", "num_speculative_blocks", "page_size_padded")
+
+
 def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
     """Every layer of kvproof's geometry built as vLLM's spec dataclass (through the planning
     oracle's own geometry parser, oracle.py ``parse_geometry``) against the spec vLLM's model
-    reports, compared with the dataclass's ``==``; ``block_size`` is the engine's on both sides
-    (the geometry leaves it to the engine settings), so vLLM's value is used for both."""
+    reports, compared with the dataclass's ``==``; the fields the engine settings fill (the geometry
+    leaves them to the planner: ``block_size``, and a ``MambaSpec``'s ``mamba_cache_mode``,
+    ``num_speculative_blocks`` and ``page_size_padded``) take vLLM's values on both sides."""
     import oracle  # tests/conformance/oracle.py: same vLLM, same process set-up
 
     layers = {l["name"]: l for l in oracle.parse_geometry(kvproof_geometry)["layers"]}
@@ -243,7 +247,9 @@ def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
             continue
         reported = vllm_specs[name]
         fields = dict(layers[name]["fields"])
-        fields.setdefault("block_size", reported.block_size)
+        engine = ENGINE_FIELDS if type(reported).__name__ == "MambaSpec" else ("block_size",)
+        for field in engine:
+            fields.setdefault(field, getattr(reported, field))
         try:
             built = layers[name]["cls"](**fields)
         except Exception as exc:  # noqa: BLE001 - a spec vLLM cannot build is a difference
@@ -259,10 +265,12 @@ def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
 
 def model_specs(request: dict) -> dict:
     folder, tp, pp = request["config_dir"], int(request.get("tp", 1)), int(request.get("pp", 1))
-    model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True,
-                               hf_overrides={"quantization_config": None})
     ranks, objects = [], {}
     for pp_rank in range(pp):
+        # A fresh ModelConfig per rank: building a VllmConfig updates it in place (for a hybrid
+        # model the first one consumes the mamba block size set-up), as each rank's own engine does.
+        model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True,
+                                   hf_overrides={"quantization_config": None})
         with _gpu_state_dtypes():
             vllm_config = VllmConfig(model_config=model_config,
                                      parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp))
