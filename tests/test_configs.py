@@ -181,3 +181,20 @@ def test_nemotron_h_follows_the_pattern_with_mamba2_states_per_rank():
         geometry_from_config(config, 3)
     with pytest.raises(InputError, match="Unsupported layer type 'X' at layer 1"):
         geometry_from_config(dict(config, hybrid_override_pattern="MX"))
+
+
+def test_qwen3_next_gdn_states_per_rank_and_align_mode_refused():
+    config = _config("Qwen--Qwen3-Next-80B-A3B-Thinking")
+    layers = _by_index(geometry_from_config(config, 4, settings={"enable_prefix_caching": False}))
+    gdn, attention = layers[0], layers[3]
+    # conv: (4 - 1, (2 * 128 * 16 + 128 * 32) / 4); temporal: (32 / 4, 128, 128)
+    assert (gdn["spec"], gdn["name"], gdn["mamba_type"], gdn["shapes"], gdn["dtypes"]) == (
+        "MambaSpec", "model.layers.{i}.linear_attn", "GDN_ATTN", [[3, 2048], [8, 128, 128]], ["bfloat16"] * 2)
+    assert "prefill_checkpoint_alignment" not in gdn
+    assert (attention["spec"], attention["name"], attention["num_kv_heads"], attention["head_size"]) == (
+        "FullAttentionSpec", "model.layers.{i}.self_attn.attn", 1, 256)
+    assert [layers[i]["spec"] for i in range(8)] == (["MambaSpec"] * 3 + ["FullAttentionSpec"]) * 2
+    with pytest.raises(InputError, match="HF002 .*mapped for mamba_cache_mode none only"):
+        geometry_from_config(config, 4)
+    with pytest.raises(InputError, match="HF002"):
+        geometry_from_config(config, 4, settings={"enable_prefix_caching": False, "mamba_cache_mode": "align"})

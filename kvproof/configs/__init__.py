@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense, gpt_oss, llama4, nemotron_h
+from . import deepseek, dense, gpt_oss, llama4, nemotron_h, qwen3_next
 from .common import Layer, Parallel, derived_max_model_len, plain, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
 ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
-                 **llama4.ARCHITECTURES, **nemotron_h.ARCHITECTURES}
+                 **llama4.ARCHITECTURES, **nemotron_h.ARCHITECTURES,
+                 **qwen3_next.ARCHITECTURES}
 
 #: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
 #: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
@@ -79,7 +80,11 @@ def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str
     map."""
     config = HFConfig(tree, file)
     arch, layers_of = _architecture(config)
-    layers = layers_of(config, Parallel(tp, pp))
+    settings = settings or {}
+    mode = settings.get("mamba_cache_mode")
+    if mode is None:  # the planner's default (docs/formats.md): align iff prefix caching is on
+        mode = "none" if settings.get("enable_prefix_caching", True) is False else "align"
+    layers = layers_of(config, Parallel(tp, pp, mode))
     text = config.text()  # vLLM's hf_text_config: the layers and the derived length are its
     num_layers = text.int("num_hidden_layers", minimum=1)
     if pp > num_layers:
@@ -95,5 +100,5 @@ def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str
     if pp > 1:
         names = {layer.index: layer.name.replace("{i}", str(layer.index)) for layer in layers}
         geometry["workers"] = [[names[i] for i in span if i in names] for span in pp_ranges(num_layers, pp)]
-    geometry.update(settings or {})
+    geometry.update(settings)
     return geometry

@@ -20,8 +20,13 @@ SCALED_ROPE_TYPES = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deeps
 
 @attrs.frozen
 class Parallel:
+    """The engine a config's layers are built for: the parallel sizes and the Mamba cache mode
+    (``none`` or ``align``: align iff prefix caching is on, unless ``--set mamba_cache_mode``;
+    docs/formats.md), which some Mamba-like layers' specs depend on."""
+
     tp: int
     pp: int
+    mamba_cache_mode: str = "align"
 
 
 @attrs.frozen

@@ -15,7 +15,8 @@ from __future__ import annotations
 from .common import Layer, frozen
 from .hf import CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["divide", "extra_groups_for_head_shards", "mamba2_state", "state_dtypes", "mamba_layer"]
+__all__ = ["divide", "extra_groups_for_head_shards", "mamba2_state", "gated_delta_net_state", "state_dtypes",
+           "mamba_layer"]
 
 
 def divide(config: HFConfig, numerator: int, tp: int, key: str) -> int:
@@ -47,6 +48,17 @@ def mamba2_state(config: HFConfig, tp: int, *, intermediate_size: int, n_groups:
     conv_dim = intermediate_size + 2 * groups * state_size
     conv = [conv_kernel - 1, divide(config, conv_dim, tp, groups_key)]
     temporal = [num_heads // tp, head_dim, state_size]
+    return conv, temporal
+
+
+def gated_delta_net_state(config: HFConfig, tp: int, *, num_k_heads: int, num_v_heads: int, head_k_dim: int,
+                          head_v_dim: int, conv_kernel: int):
+    """``MambaStateShapeCalculator.gated_delta_net_state_shape`` (mamba_utils.py:271-293):
+    conv ``(conv_kernel - 1, (2 * head_k_dim * num_k_heads + head_v_dim * num_v_heads) / tp)``,
+    temporal ``(num_v_heads / tp, head_v_dim, head_k_dim)``."""
+    conv_dim = head_k_dim * num_k_heads * 2 + head_v_dim * num_v_heads
+    conv = [conv_kernel - 1, divide(config, conv_dim, tp, "linear_num_key_heads")]
+    temporal = [divide(config, num_v_heads, tp, "linear_num_value_heads"), head_v_dim, head_k_dim]
     return conv, temporal
 
 

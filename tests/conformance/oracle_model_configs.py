@@ -2,7 +2,8 @@
 """Conformance oracle for ``kvproof geometry``: the KV cache spec of every layer as vLLM 0.33.0's own
 model code reports it for a Hugging Face config folder at a TP/PP size.
 
-    .venv-vllm/bin/python tests/conformance/oracle_model_configs.py --jsonl   # {"config_dir", "tp", "pp"} per line
+    .venv-vllm/bin/python tests/conformance/oracle_model_configs.py --jsonl
+    # {"config_dir", "tp", "pp"[, "enable_prefix_caching"][, "kvproof_geometry"]} per line
 
 For each request it builds ``ModelConfig`` from the folder offline (``HF_HUB_OFFLINE=1``) and
 ``VllmConfig`` with that parallel config, then, per pipeline rank, the model class vLLM resolves
@@ -97,7 +98,7 @@ with contextlib.redirect_stdout(sys.stderr):
     import torch
 
     import vllm.model_executor.models.registry as registry
-    from vllm.config import ModelConfig, ParallelConfig, VllmConfig
+    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, VllmConfig
     from vllm.config.vllm import set_current_vllm_config
     from vllm.distributed import parallel_state
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
@@ -265,6 +266,7 @@ def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
 
 def model_specs(request: dict) -> dict:
     folder, tp, pp = request["config_dir"], int(request.get("tp", 1)), int(request.get("pp", 1))
+    cache = {key: request[key] for key in ("enable_prefix_caching",) if key in request}
     ranks, objects = [], {}
     for pp_rank in range(pp):
         # A fresh ModelConfig per rank: building a VllmConfig updates it in place (for a hybrid
@@ -273,7 +275,8 @@ def model_specs(request: dict) -> dict:
                                    hf_overrides={"quantization_config": None})
         with _gpu_state_dtypes():
             vllm_config = VllmConfig(model_config=model_config,
-                                     parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp))
+                                     parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp),
+                                     cache_config=CacheConfig(**cache))
         _world()
         with set_current_vllm_config(vllm_config):
             # Groups are made for the model at hand (the EP group exists only for MoE models).
