@@ -198,3 +198,12 @@ def test_qwen3_next_gdn_states_per_rank_and_align_mode_refused():
         geometry_from_config(config, 4)
     with pytest.raises(InputError, match="HF002"):
         geometry_from_config(config, 4, settings={"enable_prefix_caching": False, "mamba_cache_mode": "align"})
+
+
+def test_deepseek_with_an_indexer_is_refused_not_guessed():
+    config = _config("deepseek-ai--DeepSeek-V3")
+    assert {e["spec"] for e in geometry_from_config(config, 8)["layers"]} == {"MLAAttentionSpec"}
+    with pytest.raises(InputError, match=r"HF002 \$\.index_topk: .*sparse MLA"):
+        geometry_from_config(dict(config, index_topk=2048))
+    with pytest.raises(InputError, match="HF002 .*not in kvproof's table"):
+        geometry_from_config(_config("deepseek-ai--DeepSeek-V3.2"))
