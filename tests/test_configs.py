@@ -207,3 +207,36 @@ def test_deepseek_with_an_indexer_is_refused_not_guessed():
         geometry_from_config(dict(config, index_topk=2048))
     with pytest.raises(InputError, match="HF002 .*not in kvproof's table"):
         geometry_from_config(_config("deepseek-ai--DeepSeek-V3.2"))
+
+
+def _gemma_text(**keys) -> dict:
+    """A synthetic Gemma text config for the mapping rules only (no real Gemma config is stored)."""
+    return {"num_hidden_layers": 12, "num_attention_heads": 8, "num_key_value_heads": 4, "hidden_size": 2048,
+            "head_dim": 256, "max_position_embeddings": 131072, **keys}
+
+
+def test_gemma2_alternates_from_the_first_layer():
+    config = dict(_gemma_text(max_position_embeddings=8192), architectures=["Gemma2ForCausalLM"])
+    layers = _by_index(geometry_from_config(config, 2))
+    assert [(layers[i]["spec"], layers[i].get("sliding_window")) for i in range(4)] == [
+        ("SlidingWindowSpec", 4096), ("FullAttentionSpec", None)] * 2  # the class defaults
+    assert {(e["num_kv_heads"], e["head_size"], e["name"]) for e in layers.values()} == {
+        (2, 256, "model.layers.{i}.self_attn.attn")}
+
+
+def test_gemma3_pattern_window_and_unscaled_length():
+    text = _gemma_text(model_type="gemma3_text", sliding_window=1024,
+                       rope_scaling={"rope_type": "linear", "factor": 8.0})
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+              "vision_config": {"num_attention_heads": 16}}
+    geometry = geometry_from_config(config, 4)
+    layers = _by_index(geometry)
+    assert [layers[i]["spec"] for i in range(6)] == ["SlidingWindowSpec"] * 5 + ["FullAttentionSpec"]
+    assert layers[0]["sliding_window"] == 1024 and layers[0]["name"].startswith("language_model.model.layers.")
+    assert geometry["max_model_len"] == 131072  # Gemma 3's length is already scaled (model.py:2600-2603)
+    bidirectional = dict(config, text_config=dict(text, use_bidirectional_attention=True))
+    assert _by_index(geometry_from_config(bidirectional))[0]["sliding_window"] == 513
+    with pytest.raises(InputError, match=r"HF003 \$\.vision_config\.num_attention_heads: 16 is not divisible by 32"):
+        geometry_from_config(dict(config, text_config=dict(text, num_attention_heads=32, num_key_value_heads=32)), 32)
+    with pytest.raises(InputError, match="EncoderOnlyAttention"):
+        geometry_from_config(dict(config, text_config=dict(text, is_causal=False)))

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense, gpt_oss, llama4, nemotron_h, qwen3_next
+from . import deepseek, dense, gemma, gpt_oss, llama4, nemotron_h, qwen3_next
 from .common import Layer, Parallel, derived_max_model_len, plain, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
-ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
+ARCHITECTURES = {**dense.ARCHITECTURES, **gemma.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
                  **llama4.ARCHITECTURES, **nemotron_h.ARCHITECTURES,
                  **qwen3_next.ARCHITECTURES}
 

@@ -7,7 +7,7 @@ import attrs
 
 from .hf import CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["frozen", "plain", "Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
+__all__ = ["divide", "frozen", "plain", "Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
            "Layer"]
 
 #: ``ModelArchConfigConvertorBase.derive_max_model_len_and_key``
@@ -50,7 +50,7 @@ def plain(value):
     return [plain(v) for v in value] if isinstance(value, tuple) else value
 
 
-def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False) -> int:
+def derived_max_model_len(config: HFConfig) -> int:
     """``max_model_len`` when none is given: ``_get_and_verify_max_len``
     (vllm/config/model.py:2545-2676) with the platform's ``check_max_model_len`` (identity on
     CUDA). The smallest length key, then ``model_max_length`` when set; 2048 without any
@@ -70,6 +70,8 @@ def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False
         derived = 2048
     rope = config.tree.get("rope_parameters") or config.tree.get("rope_scaling")
     rope_types = []
+    # Gemma 3's max_position_embeddings is already scaled (model.py:2600-2603: "gemma3" in model_type)
+    rope_scaled_already = "gemma3" in str(config.tree.get("model_type", ""))
     if isinstance(rope, dict):
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         rope_types.append(rope_type)
@@ -79,6 +81,14 @@ def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False
     if "longrope" in rope_types:
         return int(config.tree.get("original_max_position_embeddings", derived))
     return int(derived)
+
+
+def divide(config: HFConfig, numerator: int, tp: int, key: str) -> int:
+    """``vllm.distributed.utils.divide``: an exact division, else vLLM's assertion text
+    (``ensure_divisibility``, vllm/distributed/utils.py:51-55)."""
+    if numerator % tp != 0:
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key), f"{numerator} is not divisible by {tp}", config.file)
+    return numerator // tp
 
 
 def check_attention_heads(config: HFConfig, total_heads: int, key: str, tp: int) -> None:

@@ -12,20 +12,11 @@ settings; a geometry leaves them to the planner.
 
 from __future__ import annotations
 
-from .common import Layer, frozen
+from .common import Layer, divide, frozen
 from .hf import CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["divide", "extra_groups_for_head_shards", "mamba2_state", "gated_delta_net_state", "state_dtypes",
+__all__ = ["extra_groups_for_head_shards", "mamba2_state", "gated_delta_net_state", "state_dtypes",
            "mamba_layer"]
-
-
-def divide(config: HFConfig, numerator: int, tp: int, key: str) -> int:
-    """``vllm.distributed.utils.divide``: an exact division, else vLLM's assertion."""
-    if numerator % tp != 0:
-        raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
-                          f"{numerator} is not divisible by tensor parallel size {tp} (vLLM 0.33.0 asserts it, "
-                          "vllm/distributed/utils.py divide)", config.file)
-    return numerator // tp
 
 
 def extra_groups_for_head_shards(n_groups: int, tp: int) -> int:
