@@ -240,3 +240,39 @@ def test_gemma3_pattern_window_and_unscaled_length():
         geometry_from_config(dict(config, text_config=dict(text, num_attention_heads=32, num_key_value_heads=32)), 32)
     with pytest.raises(InputError, match="EncoderOnlyAttention"):
         geometry_from_config(dict(config, text_config=dict(text, is_causal=False)))
+
+
+def test_granite_hybrid_mamba2_and_attention_per_layer_types():
+    config = {"architectures": ["GraniteMoeHybridForCausalLM"], "num_hidden_layers": 4, "hidden_size": 4096,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "mamba_n_heads": 128, "mamba_d_state": 128,
+              "layer_types": ["linear_attention"] * 3 + ["full_attention"]}  # synthetic: rules only
+    layers = _by_index(geometry_from_config(config, 4))
+    # conv: (4 - 1, (2 * 4096 + 2 * 4 * 128) / 4), groups 1 -> 4 for the head shards; temporal (128 / 4, 64, 128)
+    assert (layers[0]["name"], layers[0]["shapes"]) == ("model.layers.{i}.mixer", [[3, 2304], [32, 64, 128]])
+    assert (layers[3]["name"], layers[3]["num_kv_heads"], layers[3]["head_size"]) == (
+        "model.layers.{i}.self_attn.attn", 2, 128)
+    with pytest.raises(InputError, match="do not match the model intermediate_size"):
+        geometry_from_config(dict(config, mamba_d_head=32))
+
+
+def test_falcon_h1_numbers_its_mamba_branch_apart_and_keeps_vllms_order():
+    config = {"architectures": ["FalconH1ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 3072,
+              "num_attention_heads": 12, "num_key_value_heads": 2, "head_dim": 128, "mamba_d_ssm": 3072,
+              "mamba_n_heads": 24, "mamba_d_head": 128}  # synthetic: rules only
+    geometry = geometry_from_config(config, 2, 2)
+    assert geometry["layer_order"] == "as_listed"
+    assert [e["name"].replace("{i}", str(e["index"])) for e in geometry["layers"]] == [
+        "model.layers.0.attn", "model.2.mixer", "model.layers.1.attn", "model.3.mixer"]
+    assert geometry["workers"] == [["model.layers.0.attn", "model.2.mixer"], ["model.layers.1.attn", "model.3.mixer"]]
+    assert geometry["layers"][1]["shapes"] == [[3, (3072 + 2 * 2 * 256) // 2], [12, 128, 256]]
+
+
+def test_jamba_attention_every_period_and_mamba1_states():
+    config = {"architectures": ["JambaForCausalLM"], "num_hidden_layers": 16, "hidden_size": 4096,
+              "num_attention_heads": 32, "num_key_value_heads": 8}  # synthetic: rules only
+    layers = _by_index(geometry_from_config(config, 8))
+    assert [i for i, e in layers.items() if e["spec"] == "FullAttentionSpec"] == [4, 12]
+    assert (layers[0]["mamba_type"], layers[0]["shapes"], layers[4]["name"]) == (
+        "MAMBA1", [[3, 1024], [1024, 16]], "model.layers.{i}.attn")
+    with pytest.raises(InputError, match=r"HF003 \$\.mamba_expand: 8192 is not divisible by 3"):
+        geometry_from_config(dict(config, num_attention_heads=33, num_key_value_heads=3), 3)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense, gemma, gpt_oss, llama4, nemotron_h, qwen3_next
+from . import deepseek, dense, falcon_h1, gemma, gpt_oss, granite, jamba, llama4, nemotron_h, qwen3_next
 from .common import Layer, Parallel, derived_max_model_len, plain, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
-ARCHITECTURES = {**dense.ARCHITECTURES, **gemma.ARCHITECTURES, **deepseek.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
-                 **llama4.ARCHITECTURES, **nemotron_h.ARCHITECTURES,
-                 **qwen3_next.ARCHITECTURES}
+ARCHITECTURES = {
+    **dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **falcon_h1.ARCHITECTURES, **gemma.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
+    **granite.ARCHITECTURES, **jamba.ARCHITECTURES, **llama4.ARCHITECTURES, **nemotron_h.ARCHITECTURES, **qwen3_next.ARCHITECTURES,
+}
 
 #: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
 #: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
@@ -95,10 +96,16 @@ def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str
         "layers": _entries(layers),
         "max_model_len": derived_max_model_len(text),
     }
+    if [layer.index for layer in layers] != sorted(layer.index for layer in layers):
+        # vLLM registers these layers out of index order (Falcon-H1's Mamba branch), and the order
+        # drives its grouping: one entry per layer, as listed.
+        geometry["layers"] = [_entries([layer])[0] for layer in layers]
+        geometry["layer_order"] = "as_listed"
     if tp > 1:
         geometry["tp"] = tp
     if pp > 1:
-        names = {layer.index: layer.name.replace("{i}", str(layer.index)) for layer in layers}
-        geometry["workers"] = [[names[i] for i in span if i in names] for span in pp_ranges(num_layers, pp)]
+        # Each rank's layers in the model's registration order (the order of ``layers``).
+        geometry["workers"] = [[layer.name.replace("{i}", str(layer.index)) for layer in layers
+                                if layer.rank_index in span] for span in pp_ranges(num_layers, pp)]
     geometry.update(settings)
     return geometry

@@ -38,6 +38,13 @@ class Layer:
     index: int
     spec: str
     fields: tuple[tuple[str, object], ...]
+    #: The decoder layer it belongs to, which decides its pipeline rank (``index`` unless the name
+    #: numbers it apart, as Falcon-H1's Mamba branch).
+    decoder_index: int | None = None
+
+    @property
+    def rank_index(self) -> int:
+        return self.index if self.decoder_index is None else self.decoder_index
 
 
 def frozen(value):

@@ -15,8 +15,16 @@ from __future__ import annotations
 from .common import Layer, divide, frozen
 from .hf import CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["extra_groups_for_head_shards", "mamba2_state", "gated_delta_net_state", "state_dtypes",
+__all__ = ["mamba1_state", "extra_groups_for_head_shards", "mamba2_state", "gated_delta_net_state", "state_dtypes",
            "mamba_layer"]
+
+
+def mamba1_state(config: HFConfig, tp: int, *, intermediate_size: int, state_size: int, conv_kernel: int,
+                 key: str):
+    """``MambaStateShapeCalculator.mamba1_state_shape`` (mamba_utils.py:170-183): conv
+    ``(conv_kernel - 1, intermediate_size / tp)``, temporal ``(intermediate_size / tp, state_size)``."""
+    per_rank = divide(config, intermediate_size, tp, key)
+    return [conv_kernel - 1, per_rank], [per_rank, state_size]
 
 
 def extra_groups_for_head_shards(n_groups: int, tp: int) -> int:
@@ -61,10 +69,10 @@ def state_dtypes(model_dtype: str, ssm_cache_dtype: str = "auto") -> list[str]:
 
 
 def mamba_layer(name: str, index: int, shapes, dtypes, mamba_type: str | None = None,
-                **extra: object) -> Layer:
+                decoder_index: int | None = None, **extra: object) -> Layer:
     """One ``MambaSpec`` layer; ``mamba_type`` None is the class default (MAMBA2)."""
     fields: dict[str, object] = {"shapes": [list(s) for s in shapes], "dtypes": list(dtypes)}
     if mamba_type is not None:
         fields["mamba_type"] = mamba_type
     fields.update(extra)
-    return Layer(name, index, "MambaSpec", tuple((k, frozen(v)) for k, v in fields.items()))
+    return Layer(name, index, "MambaSpec", tuple((k, frozen(v)) for k, v in fields.items()), decoder_index)
