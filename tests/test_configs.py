@@ -276,3 +276,15 @@ def test_jamba_attention_every_period_and_mamba1_states():
         "MAMBA1", [[3, 1024], [1024, 16]], "model.layers.{i}.attn")
     with pytest.raises(InputError, match=r"HF003 \$\.mamba_expand: 8192 is not divisible by 3"):
         geometry_from_config(dict(config, num_attention_heads=33, num_key_value_heads=3), 3)
+
+
+def test_a_real_config_with_infinity_is_read_as_transformers_reads_it(tmp_path):
+    """Nemotron-H-56B's config holds ``"time_step_limit": [0.0, Infinity]`` (Python's json reads it)."""
+    folder = CONFIGS / "nvidia--Nemotron-H-56B-Base-8K"
+    assert b"Infinity" in (folder / "config.json").read_bytes()
+    result = _kvproof("geometry", str(folder), "--tp", "8", "--set", "available_memory_bytes=1000000000")
+    assert result.returncode == 0, result.stderr
+    assert len(_by_index(json.loads(result.stdout))) == 64  # the M and * of its 118-layer pattern
+    (tmp_path / "config.json").write_text(json.dumps(dict(_llama(), max_position_embeddings=1e400)))
+    result = _kvproof("geometry", str(tmp_path), "--set", "available_memory_bytes=1")
+    assert result.returncode == 2 and "HF001 $.max_position_embeddings: expected a finite number" in result.stderr

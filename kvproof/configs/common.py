@@ -3,6 +3,8 @@ tensor-parallel rank, vLLM's head-divisibility refusals and the pipeline-paralle
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from .hf import CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
@@ -68,8 +70,8 @@ def derived_max_model_len(config: HFConfig) -> int:
     for key in MAX_LEN_KEYS:
         value = config.tree.get(key)
         if value is not None:
-            if type(value) not in (int, float) or isinstance(value, bool):
-                raise ConfigError(CONFIG_FIELD, config.key_path(key), "expected a number", config.file)
+            if type(value) not in (int, float) or isinstance(value, bool) or not math.isfinite(value):
+                raise ConfigError(CONFIG_FIELD, config.key_path(key), "expected a finite number", config.file)
             derived = value if derived is None else min(derived, value)
     if config.tree.get("model_max_length"):
         derived = config.tree["model_max_length"]

@@ -14,7 +14,7 @@ from ..diagnostics import Diagnostic, InputError
 
 __all__ = [
     "CONFIG_FIELD", "CONFIG_ARCH", "CONFIG_PARALLEL", "VLLM_REFUSAL", "ConfigError", "HFConfig",
-    "MODEL_DTYPES",
+    "MODEL_DTYPES", "parse_config",
 ]
 
 #: A key the architecture needs is missing or has the wrong type.
@@ -30,6 +30,22 @@ VLLM_REFUSAL = "HF003"
 #: ``_STR_DTYPE_TO_TORCH_DTYPE``).
 MODEL_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
                 "float": "float32"}
+
+
+def parse_config(data: bytes, file: str | None = None) -> Any:
+    """The JSON tree of a ``config.json``. kvproof's strict reader, except that the non-finite
+    numbers Python's ``json`` (and so transformers) reads are taken as they are: real configs hold
+    them (Nemotron-H's ``time_step_limit: [0.0, Infinity]``) in keys no cache spec reads."""
+    import json
+
+    from ..models.codec import parse_json
+
+    try:
+        return parse_json(data, file)
+    except InputError as error:
+        if not all("non-finite number" in diagnostic.message for diagnostic in error.diagnostics):
+            raise
+    return json.loads(data.decode("utf-8"))
 
 
 class ConfigError(InputError):

@@ -12,9 +12,8 @@ from oracle_process import HERE, ORACLE, ROOT, VENV_PYTHON, OracleProcess
 from test_conformance import compare
 
 from kvproof.configs import ARCHITECTURES, geometry_from_config
-from kvproof.configs.hf import CONFIG_ARCH, CONFIG_PARALLEL
+from kvproof.configs.hf import CONFIG_ARCH, CONFIG_PARALLEL, parse_config
 from kvproof.diagnostics import InputError
-from kvproof.models.codec import parse_json
 
 CONFIGS = sorted(p.parent for p in (ROOT / "tests" / "configs").glob("*/config.json"))
 SPEC_ORACLE = HERE / "oracle_model_configs.py"
@@ -38,7 +37,7 @@ def plan_oracle():
 
 
 def _tree(folder: Path):
-    return parse_json((folder / "config.json").read_bytes(), str(folder / "config.json"))
+    return parse_config((folder / "config.json").read_bytes(), str(folder / "config.json"))
 
 
 def _vllm_geometry(answer: dict, kvproof_geometry: dict) -> dict:
