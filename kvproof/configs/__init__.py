@@ -17,8 +17,9 @@ from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
 ARCHITECTURES = {
-    **dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **falcon_h1.ARCHITECTURES, **gemma.ARCHITECTURES, **gpt_oss.ARCHITECTURES,
-    **granite.ARCHITECTURES, **jamba.ARCHITECTURES, **llama4.ARCHITECTURES, **nemotron_h.ARCHITECTURES, **qwen3_next.ARCHITECTURES,
+    **dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **falcon_h1.ARCHITECTURES, **gemma.ARCHITECTURES,
+    **gpt_oss.ARCHITECTURES, **granite.ARCHITECTURES, **jamba.ARCHITECTURES, **llama4.ARCHITECTURES,
+    **nemotron_h.ARCHITECTURES, **qwen3_next.ARCHITECTURES,
 }
 
 #: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
