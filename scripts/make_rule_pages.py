@@ -140,17 +140,13 @@ def _example(case: Path, examples, prefer: str | None = None) -> dict:
 
 def _witness(rule_id: str) -> dict | None:
     from kvproof.rules.check import check
-
-    import attrs
+    from kvproof.solver.prove import load_witness
 
     path = WITNESSES / rule_id
     case = path if path.is_dir() else path.with_suffix(".json")
     if not case.exists():
         return None
-    documents = [load_path(p) for p in _documents(case)]
-    if case.is_dir():
-        documents += [attrs.evolve(load_path(p), role="probe") for p in sorted((case / "probe").glob("*.json"))]
-    diagnostics = check(documents)
+    diagnostics = check(load_witness(case))  # the roles of their folders: probe/, replay/
     first = diagnostics[0] if diagnostics else None
     return {"file": case.relative_to(ROOT).as_posix() + ("/" if case.is_dir() else ""),
             "first": first and {"rule": first.rule, "path": first.path, "message": first.message}}

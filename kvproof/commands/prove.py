@@ -156,8 +156,13 @@ def _results(prover, selected, kind: str, jobs: int):
     """Results in registry order; with ``jobs`` > 1 from a process pool (each process proves the
     rules handed to it with its own Prover, forked from this one where the platform forks; the
     order and the bytes of the output do not change)."""
-    # the pins of the kinds these rules read, once, before the first rule (and the fork)
-    prover.close_pins(sorted({k for rule in selected for k in rule.over.kinds}))
+    from ..solver.prove import job_groups
+
+    groups = [selected] if jobs <= 1 or len(selected) <= 1 else job_groups(prover, selected, jobs)
+    if len(groups) == 1:
+        # the pins of the kinds these rules read, once, before the first rule (and the fork);
+        # with several groups each process closes the pins of its own kinds (job_groups)
+        prover.close_pins(sorted({k for rule in selected for k in rule.over.kinds}))
     if jobs <= 1 or len(selected) <= 1:
         for rule in selected:
             yield prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
@@ -168,22 +173,26 @@ def _results(prover, selected, kind: str, jobs: int):
     context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
     if context is not None:
         _WORKER["parent"] = prover  # every process starts from these shapes
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
-                               initargs=(prover.bound, prover.config, prover.examples))
+    # one process per group (a pool of one each), or every process for the one group
+    pools = [ProcessPoolExecutor(max_workers=jobs if len(groups) == 1 else 1, mp_context=context,
+                                 initializer=_init_worker, initargs=(prover.bound, prover.config, prover.examples))
+             for _ in groups]
     try:
         # a rule expected dead searches every shape of the bound (the long pole): it goes
         # first. A rule is never split among processes: its shapes are asked in one order,
         # the cores of earlier shapes steering later ones, so its result does not depend on
         # --jobs.
-        first = sorted(selected, key=lambda r: r.expect != "dead")
-        futures = {rule.id: pool.submit(_work, (kind, rule.id)) for rule in first}
+        futures = {rule.id: pool.submit(_work, (kind, rule.id))
+                   for pool, group in zip(pools, groups) for rule in sorted(group, key=lambda r: r.expect != "dead")}
         for rule in selected:
             yield futures[rule.id].result()
     except BaseException:
-        _stop(pool)  # Ctrl-C (or a broken pipe): no rule is waited for
+        for pool in pools:
+            _stop(pool)  # Ctrl-C (or a broken pipe): no rule is waited for
         raise
     else:
-        pool.shutdown(wait=True)
+        for pool in pools:
+            pool.shutdown(wait=True)
     finally:
         _WORKER.pop("parent", None)
 

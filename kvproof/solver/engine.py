@@ -19,7 +19,6 @@ or the core holds no pin (then the core, rule IDs and axiom names only, is the p
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from typing import Any, Iterable
@@ -139,10 +138,14 @@ def _pin_pairs(leaf: Leaf) -> list[tuple[Any, Any]]:
 
 #: A slice question (a subset of the rules on a fresh solver) gets ``rlimit // SLICE_FRACTION``.
 SLICE_FRACTION = 5
-#: The unpinned look after the held values alone decided a goal (``_hinted``) gets
-#: ``rlimit // HELD_FRACTION``: it is nonlinear and nearly always runs to its limit (unknown: the
-#: held answer stands), which at the slice budget was a fifth of VC007's time.
+#: The unpinned look after the held values alone decided a goal (``_held``) gets ``rlimit //
+#: HELD_FRACTION`` (100,000 units by default): VC007's products run to the limit there (unknown:
+#: the held answer stands); at the slice budget that was a fifth of VC007's time. (At 1/500 the
+#: looks were cheaper but the answers moved so that VC007 took twice as long: measured.)
 HELD_FRACTION = 50
+
+#: Term ids -> (their constants, the terms kept alive): :meth:`Session.consts`.
+_CONSTS_OF: dict[tuple, tuple] = {}
 
 #: The z3 context of the solver call running now (one at a time per process), for Ctrl-C.
 _CHECKING: Any = None
@@ -253,39 +256,51 @@ class Encoded:
 # --------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def strict_bool():
+def _strict(self):
+    if z3.is_true(self):
+        return True
+    if z3.is_false(self):
+        return False
+    raise SymbolicFlowError(f"symbolic term used in Python control flow: {self}", term=self)
+
+
+class strict_bool:  # noqa: N801 - used as ``with strict_bool():``, a context like the others
     """Make ``bool(z3 term)`` raise unless the term is literally true or false.
 
     z3's own ``__bool__`` answers ``x == y`` by *structural* equality, so a binding that wrote
-    ``if a.dp_rank == b.dp_rank`` would silently see False on symbolic ranks.
+    ``if a.dp_rank == b.dp_rank`` would silently see False on symbolic ranks. A class, not a
+    generator context: it is entered once per rule and shape (thousands of times a run).
+    Re-entrant (an inner ``with`` changes nothing).
     """
-    original = z3.AstRef.__bool__
 
-    def strict(self):
-        if z3.is_true(self):
-            return True
-        if z3.is_false(self):
-            return False
-        raise SymbolicFlowError(f"symbolic term used in Python control flow: {self}", term=self)
+    _depth = 0
+    _saved: Any = None
 
-    z3.AstRef.__bool__ = strict
-    patched = _patch_concrete_helpers()
-    try:
-        yield
-    finally:
-        z3.AstRef.__bool__ = original
-        for module, name, value in patched:
-            setattr(module, name, value)
+    def __enter__(self) -> None:
+        cls = strict_bool
+        if cls._depth == 0:
+            cls._saved = (z3.AstRef.__bool__, _patch_concrete_helpers())
+            z3.AstRef.__bool__ = _strict
+        cls._depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        cls = strict_bool
+        cls._depth -= 1
+        if cls._depth == 0:
+            original, patched = cls._saved
+            z3.AstRef.__bool__ = original
+            for module, name, value, _replacement in patched:
+                setattr(module, name, value)
 
 
 _REPLACEMENTS: dict[str, Any] = {}
 
 
-def _patch_concrete_helpers() -> list[tuple[Any, str, Any]]:
+def _patch_concrete_helpers() -> list[tuple[Any, str, Any, Any]]:
     """``gcd``/``lcm`` need concrete operands: while rules are encoded, the copies the rule and
     simulator modules imported raise a :class:`SymbolicFlowError` naming the symbolic operands, so
-    the prover pins those leaves (as it does for a symbolic ``if``) instead of giving up."""
+    the prover pins those leaves (as it does for a symbolic ``if``) instead of giving up.
+    Returns ``(module, name, original, replacement)`` of each copy replaced."""
     import sys
 
     from .. import logic
@@ -304,27 +319,30 @@ def _patch_concrete_helpers() -> list[tuple[Any, str, Any]]:
     replacements = _REPLACEMENTS.get("helpers")
     if replacements is None:
         replacements = _REPLACEMENTS["helpers"] = {id(logic.gcd): strict(logic.gcd), id(logic.lcm): strict(logic.lcm)}
-    patched = []
-    # the rule and simulator modules, found again only when a module was imported since
-    count, modules = _REPLACEMENTS.get("modules", (-1, []))
+    # the copies in the rule and simulator modules, found again only when a module was imported since
+    count, found = _REPLACEMENTS.get("found", (-1, []))
     if count != len(sys.modules):
-        modules = [m for n, m in list(sys.modules.items())
-                   if m is not None and (n.startswith("kvproof.rules") or n.startswith("kvproof.sim"))]
-        _REPLACEMENTS["modules"] = (len(sys.modules), modules)
-    for module in modules:
-        for name in ("gcd", "lcm"):
-            value = getattr(module, name, None)
-            if value is not None and id(value) in replacements:
-                patched.append((module, name, value))
-                setattr(module, name, replacements[id(value)])
-    return patched
+        found = []
+        for module_name, module in list(sys.modules.items()):
+            if module is None or not module_name.startswith(("kvproof.rules", "kvproof.sim")):
+                continue
+            for name in ("gcd", "lcm"):
+                value = getattr(module, name, None)
+                if value is not None and id(value) in replacements:
+                    found.append((module, name, value, replacements[id(value)]))
+        _REPLACEMENTS["found"] = (len(sys.modules), found)
+    for module, name, _value, replacement in found:
+        setattr(module, name, replacement)
+    return found
 
 
-def targets(rule: Rule, documents: tuple[Document, ...]) -> Iterable[tuple[str | None, Any]]:
-    """What the concrete checker hands the rule's binding (the same function, so the same order)."""
+def targets(rule: Rule, documents: tuple[Document, ...], groups: Any = None) -> Iterable[tuple[str | None, Any]]:
+    """What the concrete checker hands the rule's binding (the same function, so the same order).
+    ``groups``: the checker's bundles of these documents, when the caller keeps them."""
     from ..rules import check as checker
 
-    groups = checker.bundles(documents) if hasattr(checker, "bundles") else None
+    if groups is None and hasattr(checker, "bundles"):
+        groups = checker.bundles(documents)
     if groups is None:
         yield from checker._targets(rule, documents)  # type: ignore[call-arg]
     else:
@@ -395,10 +413,15 @@ class Session:
             self.docs.append((kind, file, build(document_class(kind), tree, label, policy)))
         self.documents = tuple(Document(kind, doc.obj, f"{VIRTUAL_DIR}/{file}", role=role_of(file))
                                for kind, file, doc in self.docs)
+        from ..rules.check import bundles
+
+        self.groups = bundles(self.documents)  # what the checker binds bundle rules over, once per build
         self.var_leaf: dict[str, Leaf] = {}
         for _, _, doc in self.docs:
             self.var_leaf.update(doc.var_map())
         self.encoded = {}
+        self._goals: dict[str, tuple] = {}  # rule id -> (its encoding, goal, early outcome)
+        self._axiom_memo: dict[tuple, tuple] = {}  # term ids -> (their axioms' ids, the terms)
         self.solver = None
         self.touched: set[str] = set()
         self.active: list[Leaf] = []
@@ -419,6 +442,7 @@ class Session:
         twin = copy.copy(self)
         twin.pins = set(self.pins)
         twin.encoded = dict(self.encoded)
+        twin._goals = dict(self._goals)
         twin.reset_solver()
         return twin
 
@@ -448,7 +472,7 @@ class Session:
         symbolic.ACCESS_LOG = log
         try:
             with strict_bool():
-                for _file, target in targets(rule, self.documents):
+                for _file, target in targets(rule, self.documents, self.groups):
                     for instance in rule.over(target):
                         log.clear()
                         terms.append(as_bool(rule.holds(instance)))
@@ -518,9 +542,20 @@ class Session:
     def leaves(self) -> list[Leaf]:
         return [leaf for _, _, doc in self.docs for leaf in doc.leaves]
 
+    def consts(self, terms: list) -> frozenset:
+        """:func:`collect_consts` of the terms, remembered by their ids (a rule's terms are asked
+        about in every slice and hint of every question on the shape, and a mutation shares most
+        of its base's terms: z3 makes one term of equal ones). The memo keeps them alive, so
+        their ids are never reused for other terms."""
+        key = tuple(term.get_id() for term in terms)
+        known = _CONSTS_OF.get(key)
+        if known is None:
+            known = _CONSTS_OF[key] = (frozenset(collect_consts(terms)), list(terms))
+        return known[0]
+
     def touch(self, terms: list) -> list[Leaf]:
         """Mark the leaves the terms read; return the newly read ones."""
-        names = collect_consts(terms) - self.touched
+        names = self.consts(terms) - self.touched
         if not names:
             return []
         self.touched |= names
@@ -704,16 +739,21 @@ class Session:
     def goal(self, rule: Rule) -> tuple[Any, Outcome | None]:
         """``Or(not instance)`` of the rule, or an outcome when there is nothing to solve."""
         encoded = self.encode(rule)
+        known = self._goals.get(rule.id)
+        if known is not None and known[0] is encoded:  # the same encoding: the same goal
+            return known[1], (None if known[2] is None else attrs.evolve(known[2]))
         if encoded.error is not None:
             return None, Outcome("error", reason=encoded.error)
         if not encoded.terms:
-            return None, Outcome("vacuous", reason="no instance of the rule in this shape")
-        # simplified only to see that it is false: z3.simplify orders the arguments of and/or by
-        # term id, which depends on every term the process made before (not on the question)
-        goal = z3.Or(*[z3.Not(t) for t in encoded.terms])
-        if z3.is_false(z3.simplify(goal)):
-            return None, Outcome("trivial", reason="the rule holds by the shape's structure")
-        return goal, None
+            goal, early = None, Outcome("vacuous", reason="no instance of the rule in this shape")
+        else:
+            # simplified only to see that it is false: z3.simplify orders the arguments of
+            # and/or by term id, which depends on every term the process made before
+            goal, early = z3.Or(*[z3.Not(t) for t in encoded.terms]), None
+            if z3.is_false(z3.simplify(goal)):
+                goal, early = None, Outcome("trivial", reason="the rule holds by the shape's structure")
+        self._goals[rule.id] = (encoded, goal, early)
+        return goal, (None if early is None else attrs.evolve(early))
 
     def structural_blockers(self, rule: Rule, others: Iterable[Rule] | None = None) -> list[str]:
         """Earlier rules that fail by the shape's structure alone (no value can help)."""
@@ -776,11 +816,23 @@ class Session:
             slices = self._slices(rule, goal, prefix)
             if any(pinned for _, pinned in hint_sets):
                 slices.append([r for r in prefix if self.encoded[r.id].terms])  # the whole prefix, linearized
+            held = False
+            # a rule whose earlier cores needed small-domain values held asks linearized first,
+            # as its hints are (a linear sat is a sat of the plain slice too); otherwise plain
+            # first, linearized when that runs past the limits (nonlinear)
+            linear_first = any(pinned for _, pinned in hint_sets)
             for rules in slices:
-                outcome = self.slice_check(rule, goal, rules, pool=prefix)
-                if outcome.status == "unknown":
-                    # past the limits (nonlinear): the same slice with the small-domain factors held
-                    outcome = self.slice_check(rule, goal, rules, linear=True, pool=prefix)
+                outcome = self.slice_check(rule, goal, rules, linear=linear_first, pool=prefix)
+                if outcome.status == "unknown" and outcome.reason != "held":
+                    outcome = self.slice_check(rule, goal, rules, linear=not linear_first, pool=prefix)
+                if outcome.status == "unsat":
+                    return outcome
+                held = held or outcome.reason == "held"
+            if held and slices:
+                # the held values alone make the goal impossible (a property of the goal): the
+                # full question could only reach it with other small-domain values, so it is
+                # asked only when the unpinned look finds a way, as for a hint (_held)
+                outcome = self._held(rule, goal, slices[-1], prefix)
                 if outcome.status == "unsat":
                     return outcome
             self.advance(rule)
@@ -802,6 +854,12 @@ class Session:
         outcome = self.slice_check(rule, goal, rules, linear=pinned, pool=pool)
         if outcome.status != "unknown" or outcome.reason != "held":
             return outcome
+        return self._held(rule, goal, rules, pool)
+
+    def _held(self, rule: Rule, goal: Any, rules: list[Rule], pool: list[Rule]) -> Outcome:
+        """The held values alone make the goal impossible: the slice asked unpinned with a small
+        budget (:data:`HELD_FRACTION`); its sat or unsat answers, else the held answer stands
+        (unsat, the core naming the goal and those pins: dead *for those values*)."""
         plain = self.slice_check(rule, goal, rules, pool=pool, fraction=HELD_FRACTION)
         if plain.status != "unknown":
             return plain
@@ -959,10 +1017,14 @@ class Session:
 
     def _axiom_ids(self, terms: list) -> tuple:
         """The ids of the domain axioms of the leaves the terms read (part of a question's key)."""
+        key = ("axioms",) + tuple(term.get_id() for term in terms)
+        known = self._axiom_memo.get(key)
+        if known is not None:
+            return known[0]
         ids = set()
         done: set[int] = set()
         alive = self.cache.setdefault(("alive",), {})  # axiom terms stay alive: ids never recycled
-        for name in collect_consts(terms):
+        for name in self.consts(terms):
             leaf = self.var_leaf.get(name)
             if leaf is None or id(leaf) in done:
                 continue
@@ -970,7 +1032,9 @@ class Session:
             for axiom_name, axiom in leaf.axioms:
                 alive.setdefault(axiom.get_id(), axiom)
                 ids.add((axiom_name, axiom.get_id()))
-        return tuple(sorted(ids))
+        out = tuple(sorted(ids))
+        self._axiom_memo[key] = (out, list(terms))
+        return out
 
     def _small_leaves(self, names: set[str]) -> list[Leaf]:
         out, seen = [], set()
@@ -990,7 +1054,7 @@ class Session:
         solver.set("timeout", max(1, int(timeout * 1000)))
         solver.set("rlimit", max(1, self.config.rlimit // fraction))
         solver.set("random_seed", self.config.seed)
-        names = collect_consts([term for _, term in parts])
+        names = self.consts([term for _, term in parts])
         done: set[int] = set()
         for name in sorted(names):  # a set's order follows PYTHONHASHSEED; z3's answer follows the order
             leaf = self.var_leaf.get(name)
@@ -1007,11 +1071,11 @@ class Session:
 
     def _cone(self, rule: Rule, goal: Any, pool: list[Rule] | None = None) -> list[Rule]:
         """Earlier rules (or the rules of ``pool``) that read a leaf the goal reads."""
-        names = collect_consts([goal])
+        names = self.consts([goal])
         out = []
         for earlier in (self.rules[: self.order[rule.id]] if pool is None else pool):
             encoded = self.encoded.get(earlier.id)
-            if encoded is not None and encoded.terms and collect_consts(encoded.terms) & names:
+            if encoded is not None and encoded.terms and self.consts(encoded.terms) & names:
                 out.append(earlier)
         return out
 
@@ -1034,6 +1098,21 @@ class Session:
         ``rule`` for :meth:`reach`, all others for :meth:`implied`): an unsat (or early) Outcome,
         else None. When a core needed small-domain values held, the prerequisites are asked
         linearized too."""
+        pinned_any = any(pinned for _, pinned in hint_sets)
+        if self.known_core and len(hint_sets) > 1:
+            # the union of the earlier cores first (one question where each hint would be one):
+            # unsat answers it; sat means no hint can be unsat either (each is a subset of its
+            # rules, asked linearized only when this is); unknown leaves the hints to ask
+            rules = [r for r in pool if r.id in self.known_core and self._encoded_rules([r])]
+            if rules:
+                goal, early = self.goal(rule)
+                if early is not None:
+                    return early
+                outcome = self._hinted(rule, goal, rules, pinned_any, pool)
+                if outcome.status == "unsat":
+                    return outcome
+                if outcome.status == "sat":
+                    hint_sets = []
         for ids, pinned in hint_sets:
             rules = self._encoded_rules([r for r in pool if r.id in ids])
             if rules is None:
@@ -1044,7 +1123,7 @@ class Session:
             outcome = self._hinted(rule, goal, rules, pinned, pool)
             if outcome.status == "unsat":
                 return outcome
-        if any(pinned for _, pinned in hint_sets):
+        if pinned_any:
             return self._after_slice(rule, pool, linear=True)
         return None
 

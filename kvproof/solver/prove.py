@@ -29,7 +29,7 @@ from ..rules.core import Rule
 from .engine import DEFAULT_PINS, Config, Outcome, Session, role_of
 from .shapes import Bound, Shape, base_shapes, mutations
 
-__all__ = ["Prover", "RuleResult", "Redundancy", "VERDICTS"]
+__all__ = ["Prover", "RuleResult", "Redundancy", "VERDICTS", "job_groups"]
 
 VERDICTS = ("reachable", "dead", "unknown", "mismatch", "error")
 
@@ -432,6 +432,51 @@ class Prover:
                                   f"SHAPE:pin, e.g. {pinned[0]})")
         out.seconds = time.perf_counter() - start
         return out
+
+
+def job_groups(prover: "Prover", rules: list[Rule], jobs: int) -> list[list[Rule]]:
+    """The rules split among at most ``jobs`` processes so that the rules reading a document kind
+    are all in one process (the kinds a rule reads join: worker and scheduler). That process
+    closes the kind's pins itself, lazily (:meth:`Prover.pins_of`): closing them is most of a
+    kind's cost (the bundle kind encodes every rule on its 115 base shapes, ~18 s), which a
+    parent closing every kind before it forks paid serially. One group when the rules read one
+    family of kinds. Only the balance depends on this split, never a result: a rule's result is
+    a function of its kinds' shapes and pins alone.
+
+    Groups are packed largest first into the least loaded process, by an estimate in units of
+    template size: closing a kind costs its base shapes' size, and a rule expected dead walks
+    every shape and ``mutations`` mutations of its seeds (about ``mutations / 10`` times that)."""
+    parent: dict[str, str] = {}
+
+    def root(kind: str) -> str:
+        while parent.setdefault(kind, kind) != kind:
+            kind = parent[kind]
+        return kind
+
+    for rule in rules:
+        kinds = list(rule.over.kinds)
+        for other in kinds[1:]:
+            parent[root(other)] = root(kinds[0])
+    families: dict[str, list[Rule]] = {}
+    for rule in rules:
+        families.setdefault(root(rule.over.kinds[0]), []).append(rule)
+
+    def size(kinds) -> int:
+        return sum(shape.size for kind in kinds for shape in prover.bases(kind))
+
+    def weight(members: list[Rule]) -> int:
+        kinds = sorted({kind for rule in members for kind in rule.over.kinds})
+        dead = sum(size(rule.over.kinds) for rule in members if rule.expect == "dead")
+        return size(kinds) + dead * max(1, prover.bound.mutations // 10)
+
+    ordered = sorted(families.values(), key=lambda members: (-weight(members), prover.rules.index(members[0])))
+    bins: list[tuple[int, list[Rule]]] = [(0, []) for _ in range(min(jobs, len(ordered)))]
+    for members in ordered:
+        index = min(range(len(bins)), key=lambda i: (bins[i][0], i))
+        load, group = bins[index]
+        bins[index] = (load + weight(members), group + members)
+    order = {rule.id: index for index, rule in enumerate(prover.rules)}
+    return [sorted(group, key=lambda r: order[r.id]) for _, group in bins if group]
 
 
 def _then_pairs(prover: "Prover", rule: Rule, candidates: list, done) -> Iterable[tuple[int, Shape]]:

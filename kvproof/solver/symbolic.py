@@ -445,7 +445,7 @@ class Leaf:
     payload: dict = attrs.field(factory=dict)
     term: Any = None  # the stand-in placed into the model object
     template: Any = ABSENT
-    makers: list = attrs.field(factory=list)  # (name, thunk) of the domain axioms, built on demand
+    makers: list = attrs.field(factory=list)  # (name, key, thunk) of the domain axioms, built on demand
     label: str = ""
     var_names: list = attrs.field(factory=list)
 
@@ -460,7 +460,7 @@ class Leaf:
     def axioms(self) -> list[tuple[str, Any]]:
         """The named domain axioms of the leaf."""
         if self._axioms is None:
-            self._axioms = [(name, make()) for name, make in self.makers]
+            self._axioms = [(name, _axiom(name, key, make)) for name, key, make in self.makers]
         return self._axioms
 
     # -- domain ---------------------------------------------------------------------------------
@@ -470,10 +470,10 @@ class Leaf:
         if not self.optional:
             self.term = _required(self._payload(self._base_tag(), name))
             return
-        self.tag = z3.Int(f"{name}#tag")
+        self.tag = _const(f"{name}#tag", "int")
         self.var_names.append(f"{name}#tag")
         tag_var, tags = self.tag, self.tags
-        self.makers.append((f"LD:tag {label}{self.path}", lambda: z3.Or(*[tag_var == t for t in tags])))
+        self.makers.append((f"LD:tag {label}{self.path}", tags, lambda: z3.Or(*[tag_var == t for t in tags])))
         for tag in self.tags:
             if tag in (ABSENT_T, NULL_T):
                 continue
@@ -487,16 +487,16 @@ class Leaf:
         label_path = name
         self.var_names.append(name)
         if tag == INT_T:
-            term = z3.Int(name)
+            term = _const(name, "int")
             low = 0 if self.kind == "int" else -MAX_SAFE_INT
             axiom = "LD:int-range" if self.kind == "int" else ("LD:scalar-range" if self.kind == "scalar" else "LD:signed-range")
-            self.makers.append((f"{axiom} {label_path}", lambda: z3.And(term >= low, term <= MAX_SAFE_INT)))
+            self.makers.append((f"{axiom} {label_path}", low, lambda: z3.And(term >= low, term <= MAX_SAFE_INT)))
             return term
         if tag == BOOL_T:
-            return z3.Bool(name)
+            return _const(name, "bool")
         if tag == FLOAT_T:
-            term = z3.Real(name)
-            grid = z3.Int(f"{name}#grid")
+            term = _const(name, "real")
+            grid = _const(f"{name}#grid", "int")
             self.var_names.append(f"{name}#grid")
             keep = self.template if isinstance(self.template, float) and not isinstance(self.template, bool) else None
 
@@ -505,13 +505,14 @@ class Leaf:
                 # the template's own value (0.9 is not on the grid) stays possible
                 return on_grid if keep is None else z3.Or(on_grid, term == z3.RealVal(Fraction(keep)))
 
-            self.makers.append((f"SHAPE:float-grid {label_path}", grid_axiom))
+            self.makers.append((f"SHAPE:float-grid {label_path}", ("keep", keep), grid_axiom))
             return term
         if tag == STR_T:
-            term = z3.String(name)
+            term = _const(name, "str")
             if self.literal is not None:
                 options = self.literal
-                self.makers.append((f"LD:literal {label_path}", lambda: z3.Or(*[term == z3.StringVal(v) for v in options])))
+                self.makers.append((f"LD:literal {label_path}", options,
+                                    lambda: z3.Or(*[term == z3.StringVal(v) for v in options])))
             return term
         raise ValueError(tag)
 
@@ -547,6 +548,32 @@ class Leaf:
         if tag == NULL_T:
             return None
         return _decode(model.eval(self.payload[tag], model_completion=True), {INT_T: "int", BOOL_T: "bool", FLOAT_T: "float", STR_T: "str"}[tag])
+
+
+_AXIOMS: dict[tuple, Any] = {}
+
+
+def _axiom(name: str, key: Any, make) -> Any:
+    """A leaf's named domain axiom: a function of its name (which holds the variable's) and
+    ``key`` (the tags, the lower bound, the literal's options, the float template kept), so
+    made once per run, not once per shape."""
+    term = _AXIOMS.get((name, key))
+    if term is None:
+        term = _AXIOMS[(name, key)] = make()
+    return term
+
+
+_CONSTS: dict[tuple[str, str], Any] = {}
+_MAKERS = {"int": z3.Int, "bool": z3.Bool, "real": z3.Real, "str": z3.String}
+
+
+def _const(name: str, sort: str) -> Any:
+    """The z3 constant of that name and sort (the same term z3 makes anew each time: shapes and
+    their mutations share most leaf names, and making one is most of building a document)."""
+    term = _CONSTS.get((name, sort))
+    if term is None:
+        term = _CONSTS[(name, sort)] = _MAKERS[sort](name)
+    return term
 
 
 def _tag_of(value: Any) -> int | None:

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import attrs
 import pytest
 
 from kvproof.cli import main
@@ -246,3 +247,65 @@ def test_the_examples_are_package_data() -> None:
     assert default_paths() == [str(packaged)]
     # the checkout's examples/ is the same folder (README: kvproof check examples/)
     assert (Path(__file__).resolve().parents[2] / "examples").resolve() == packaged.resolve()
+
+
+def test_a_profile_in_the_replay_folder_has_the_replay_role() -> None:
+    # kvproof plan checks its profile with role "replay" (ST028 binds it); the shapes and the
+    # stored witnesses say so by the folder
+    from kvproof.rules.state_storage import REPLAY_ROLE
+    from kvproof.solver.engine import role_of
+
+    assert role_of("replay/profile.json") == REPLAY_ROLE
+    assert role_of("probe/worker.json") == "probe"
+    assert role_of("profile.json") == role_of("other/profile.json") == "checked"
+    result = Prover().prove(get_rule("ST028"))
+    assert result.verdict == "reachable" and result.shape.startswith("replay profile ")
+    assert [file for file, _ in result.documents] == ["replay/profile.json"]
+    assert replay("ST028", result.documents)[0] == "reachable"
+
+
+def test_a_replay_witness_is_written_in_its_folder_and_loaded_with_its_role(tmp_path) -> None:
+    from kvproof.rules.check import check
+    from kvproof.solver.prove import load_witness, write_documents
+
+    text = (Path(__file__).resolve().parents[2] / "examples" / "unmodeled-kda-recoverssm" / "profile.json").read_text()
+    written = write_documents(tmp_path, "ST028", [("replay/profile.json", text)])
+    assert written == str(tmp_path / "ST028") and (tmp_path / "ST028" / "replay" / "profile.json").is_file()
+    [document] = load_witness(tmp_path / "ST028")
+    assert document.role == "replay"
+    assert [d.rule for d in check([document])] == ["ST028"]  # as kvproof plan refuses it
+    assert check([attrs.evolve(document, role="checked")]) == []  # check itself accepts it
+
+
+def test_jobs_keep_the_rules_of_a_kind_in_one_process() -> None:
+    # each process closes the pins of its own kinds (the parent closes none before it forks)
+    from kvproof.solver.prove import job_groups
+
+    prover = Prover()
+    rules = prover.rules
+    groups = job_groups(prover, rules, 2)
+    assert len(groups) == 2 and sorted(r.id for g in groups for r in g) == sorted(r.id for r in rules)
+    kinds = [{kind for rule in group for kind in rule.over.kinds} for group in groups]
+    assert not kinds[0] & kinds[1]  # no kind's pins closed twice
+    assert {"worker", "scheduler"} <= kinds[0] or {"worker", "scheduler"} <= kinds[1]  # joined by their rules
+    order = {rule.id: index for index, rule in enumerate(rules)}
+    assert all([order[r.id] for r in group] == sorted(order[r.id] for r in group) for group in groups)
+    assert len(job_groups(prover, [get_rule("PF001"), get_rule("PF002")], 2)) == 1  # one family: one group
+    assert len(job_groups(prover, rules, 8)) == 3  # never more groups than families
+
+
+def test_strict_bool_is_reentrant_and_restores_z3() -> None:
+    import z3
+
+    from kvproof.solver.engine import strict_bool
+    from kvproof.solver.symbolic import SymbolicFlowError
+
+    original = z3.AstRef.__bool__
+    x = z3.Int("x")
+    with strict_bool():
+        with strict_bool():
+            with pytest.raises(SymbolicFlowError):
+                bool(x == 1)
+        with pytest.raises(SymbolicFlowError):  # still strict after the inner exit
+            bool(x == 1)
+    assert z3.AstRef.__bool__ is original
