@@ -1,5 +1,9 @@
 """vLLM 0.33.0's scheduler, ported for requests over time (``docs/requests.md``, "Workload").
 
+PYTEST_DONT_REWRITE: the port's bare asserts are vLLM's, so their text (empty, as vLLM raises it)
+must not depend on pytest, which rewrites the asserts of every module of a distribution that
+ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
+
 Paths are relative to the ``vllm/`` package (``/work/vllm033/src/vllm``). The port keeps vLLM's names
 (``Scheduler``, ``schedule``, ``update_from_output``, ``running``, ``waiting``, ``_preempt_request``,
 ...) and drives the KV cache manager port (``kvproof.sim.kv_manager.KVCacheManager``) through vLLM's
