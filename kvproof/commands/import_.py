@@ -64,5 +64,5 @@ def run(phase_dirs: Iterable[str], output: str | None, probe: Iterable[str] = ()
     groups = result.profile.resources.cache_groups
     state = sum(1 for g in groups if g.kind == "state")
     sys.stdout.write(f"wrote {output}: {state} state and {len(groups) - state} attention cache groups, "
-                     f"kv_cache_bytes {result.profile.resources.runtime_memory.kv_cache_bytes}\n")
+                     f"kv_cache_bytes {result.profile.resources.runtime_memory.kv_cache_bytes:,}\n")
     return EXIT_OK

@@ -59,7 +59,7 @@ def run(
         return _redundant(prover, selected, fmt, jobs, timings)
 
     results = []
-    for result in _results(prover, selected, "prove", jobs):
+    for result in _shown(_results(prover, selected, "prove", jobs), "prove", len(selected)):
         if witness_dir and result.verdict == "reachable":
             result.witness = write_witness(Path(witness_dir), result)
         results.append(result)
@@ -188,6 +188,18 @@ def _results(prover, selected, kind: str, jobs: int):
         _WORKER.pop("parent", None)
 
 
+def _shown(results, label: str, total: int):
+    """``results`` as they come, each advancing a progress bar on stderr when it is a terminal
+    (kvproof.terminal.progress; nothing is drawn otherwise, nor under --quiet)."""
+    from ..terminal import progress
+
+    with progress(label, total) as update:
+        for done, result in enumerate(results, start=1):
+            if update is not None:
+                update(done, item=result.rule)
+            yield result
+
+
 def _stop(pool) -> None:
     """End the pool now: drop the queued rules and terminate the workers this run started (by
     their process ids; a worker inside a z3 call would otherwise finish it first)."""
@@ -204,7 +216,7 @@ def _redundant(prover, selected, fmt: str, jobs: int = 1, timings: bool = False)
     import json
 
     results = []
-    for result in _results(prover, selected, "redundancy", jobs):
+    for result in _shown(_results(prover, selected, "redundancy", jobs), "redundancy", len(selected)):
         results.append(result)
         if fmt == "text":
             if result.verdict == "redundant":
