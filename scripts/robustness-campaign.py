@@ -40,7 +40,7 @@ KV_TIMEOUT = "5"  # the solver commands' own --timeout, below the campaign's lim
 # ------------------------------------------------------------------------------ entry points
 #: name -> (input kind, argv builder(input path, scratch folder)). Kinds: "document" (any record,
 #: profile or geometry), "geometry", "record", "expression" (the input file holds an expression),
-#: "template" (an explore template). Adding an entry point (`import`, once it exists) is one line.
+#: "template" (an explore template). Adding an entry point is one line.
 ENTRY_POINTS: dict[str, tuple[str, Callable[[Path, Path], list[str]]]] = {
     "check": ("document", lambda f, d: ["check", str(f)]),
     "check --format sarif -o": ("document", lambda f, d: ["check", str(f), "--format", "sarif", "-o", str(d / "r.sarif")]),
@@ -58,7 +58,24 @@ ENTRY_POINTS: dict[str, tuple[str, Callable[[Path, Path], list[str]]]] = {
                                                        "--minimize", f.read_text("utf-8", "replace"), "--open",
                                                        "$.resources.runtime_memory.kv_cache_bytes",
                                                        "--timeout", KV_TIMEOUT]),
+    "import": ("record", lambda f, d: ["import", str(_phase_dir(f, d)), "-o", str(d / "profile.json")]),
+    "import --verify": ("document", lambda f, d: ["import", str(EXAMPLES / "minimax-m27-tp4"), "--verify", str(f)]),
+    "plan": ("document", lambda f, d: ["plan", str(f)]),
+    "geometry": ("document", lambda f, d: ["geometry", str(f), "--set", "available_memory_bytes=17179869184"]),
 }
+
+
+def _phase_dir(path: Path, scratch: Path) -> Path:
+    """``import PHASE_DIR``: the MiniMax record set with its worker replaced by the input."""
+    folder = scratch / "phase"
+    shutil.copytree(EXAMPLES / "minimax-m27-tp4", folder, ignore=shutil.ignore_patterns("profile.json"))
+    target = folder / "worker-dp0-tp0-pp0.json"
+    target.unlink()
+    if path.is_symlink() or not path.is_file():
+        os.symlink(path, target)
+    else:
+        shutil.copyfile(path, target)
+    return folder
 
 
 def _examples_dir(path: Path, scratch: Path) -> Path:

@@ -29,6 +29,23 @@ def _llama() -> dict:
     return json.loads((LLAMA / "config.json").read_text())
 
 
+CONFIGS = ROOT / "tests" / "configs"
+
+
+def _config(folder: str) -> dict:
+    return json.loads((CONFIGS / folder / "config.json").read_text())
+
+
+def _by_index(geometry: dict) -> dict[int, dict]:
+    """Each layer index -> its entry (ranges expanded)."""
+    out = {}
+    for entry in geometry["layers"]:
+        indices = range(*entry["range"]) if "range" in entry else [entry["index"]]
+        for i in indices:
+            out[i] = entry
+    return out
+
+
 @pytest.mark.parametrize("tp,heads", [(1, 8), (2, 4), (8, 1), (16, 1)])
 def test_llama_kv_heads_per_rank(tp, heads):
     geometry = geometry_from_config(_llama(), tp)
@@ -46,8 +63,9 @@ def test_mla_head_size_is_latent_plus_rope():
 def test_sliding_layers_follow_layer_types():
     config = dict(_llama(), num_hidden_layers=4, sliding_window=512,
                   layer_types=["sliding_attention", "full_attention"] * 2)
-    specs = [(e["spec"], e.get("sliding_window")) for e in geometry_from_config(config)["layers"]]
-    assert specs == [("SlidingWindowSpec", 512), ("FullAttentionSpec", None)] * 2
+    layers = _by_index(geometry_from_config(config))
+    assert [(layers[i]["spec"], layers[i].get("sliding_window")) for i in range(4)] == [
+        ("SlidingWindowSpec", 512), ("FullAttentionSpec", None)] * 2
 
 
 def test_qwen2_mixed_windows_are_vllms_refusal():
@@ -116,3 +134,157 @@ def test_geometry_output_is_deterministic_and_simulates(tmp_path):
                       "--set", "block_size=32", "--set", "enable_prefix_caching=false", "--format", "json")
     assert simulated.returncode == direct.returncode == 0
     assert json.loads(simulated.stdout)["num_blocks"] == json.loads(direct.stdout)["num_blocks"]
+
+
+def test_gpt_oss_slides_on_even_layers_and_divides_kv_heads():
+    geometry = geometry_from_config(_config("openai--gpt-oss-20b"), 4)
+    layers = geometry["layers"]
+    assert {e["name"] for e in layers} == {"model.layers.{i}.attn.attn"}
+    assert [(e["spec"], e["range"], e.get("sliding_window")) for e in layers] == [
+        ("SlidingWindowSpec", [0, 23, 2], 128), ("FullAttentionSpec", [1, 24, 2], None)]
+    assert {(e["num_kv_heads"], e["head_size"]) for e in layers} == {(2, 64)}
+    assert geometry["max_model_len"] == 131072  # yarn: not scaled again
+    with pytest.raises(InputError, match="leave 0 per rank"):
+        geometry_from_config(_config("openai--gpt-oss-20b"), 16)
+
+
+def test_llama4_chunks_the_rope_layers_and_reads_text_config():
+    config = _config("meta-llama--Llama-4-Scout-17B-16E-Instruct")
+    geometry = geometry_from_config(config, 2)
+    layers = _by_index(geometry)
+    assert len(layers) == 48 and geometry["max_model_len"] == 10485760
+    assert [layers[i]["spec"] for i in range(4)] == ["ChunkedLocalAttentionSpec"] * 3 + ["FullAttentionSpec"]
+    assert {(e["name"], e["num_kv_heads"], e["head_size"]) for e in layers.values()} == {
+        ("language_model.model.layers.{i}.self_attn.attn", 4, 128)}
+    assert layers[0]["attention_chunk_size"] == 8192
+    unchunked = dict(config, text_config=dict(config["text_config"], attention_chunk_size=None))
+    assert {e["spec"] for e in geometry_from_config(unchunked)["layers"]} == {"FullAttentionSpec"}
+    with pytest.raises(InputError, match=r"HF003 \$\.text_config\.num_attention_heads: Total number of attention"):
+        geometry_from_config(config, 3)
+
+
+def test_nemotron_h_follows_the_pattern_with_mamba2_states_per_rank():
+    config = _config("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    layers = _by_index(geometry_from_config(config, 4))
+    pattern = config["hybrid_override_pattern"]
+    assert sorted(layers) == [i for i, kind in enumerate(pattern) if kind in "M*"]
+    mamba, attention = layers[0], layers[pattern.index("*")]
+    # conv: (conv_kernel - 1, (64 * 64 + 2 * 8 * 128) / 4); temporal: (64 / 4, 64, 128)
+    assert (mamba["spec"], mamba["name"], mamba["shapes"], mamba["dtypes"]) == (
+        "MambaSpec", "model.layers.{i}.mixer", [[3, 1536], [16, 64, 128]], ["bfloat16", "float32"])
+    assert (mamba["num_prefill_checkpoint_blocks"], mamba["prefill_checkpoint_alignment"]) == (1, 1)
+    assert (attention["spec"], attention["name"], attention["num_kv_heads"], attention["head_size"]) == (
+        "FullAttentionSpec", "model.layers.{i}.mixer.attn", 1, 128)
+    one_group = dict(config, n_groups=1)
+    assert _by_index(geometry_from_config(one_group, 8))[0]["shapes"][0] == [3, (64 * 64 + 2 * 8 * 128) // 8]
+    with pytest.raises(InputError, match="must be divisible by tensor parallel size"):
+        geometry_from_config(config, 3)
+    with pytest.raises(InputError, match="Unsupported layer type 'X' at layer 1"):
+        geometry_from_config(dict(config, hybrid_override_pattern="MX"))
+
+
+def test_qwen3_next_gdn_states_per_rank_and_align_mode_refused():
+    config = _config("Qwen--Qwen3-Next-80B-A3B-Thinking")
+    layers = _by_index(geometry_from_config(config, 4, settings={"enable_prefix_caching": False}))
+    gdn, attention = layers[0], layers[3]
+    # conv: (4 - 1, (2 * 128 * 16 + 128 * 32) / 4); temporal: (32 / 4, 128, 128)
+    assert (gdn["spec"], gdn["name"], gdn["mamba_type"], gdn["shapes"], gdn["dtypes"]) == (
+        "MambaSpec", "model.layers.{i}.linear_attn", "GDN_ATTN", [[3, 2048], [8, 128, 128]], ["bfloat16"] * 2)
+    assert "prefill_checkpoint_alignment" not in gdn
+    assert (attention["spec"], attention["name"], attention["num_kv_heads"], attention["head_size"]) == (
+        "FullAttentionSpec", "model.layers.{i}.self_attn.attn", 1, 256)
+    assert [layers[i]["spec"] for i in range(8)] == (["MambaSpec"] * 3 + ["FullAttentionSpec"]) * 2
+    with pytest.raises(InputError, match="HF002 .*mapped for mamba_cache_mode none only"):
+        geometry_from_config(config, 4)
+    with pytest.raises(InputError, match="HF002"):
+        geometry_from_config(config, 4, settings={"enable_prefix_caching": False, "mamba_cache_mode": "align"})
+
+
+def test_deepseek_with_an_indexer_is_refused_not_guessed():
+    config = _config("deepseek-ai--DeepSeek-V3")
+    assert {e["spec"] for e in geometry_from_config(config, 8)["layers"]} == {"MLAAttentionSpec"}
+    with pytest.raises(InputError, match=r"HF002 \$\.index_topk: .*sparse MLA"):
+        geometry_from_config(dict(config, index_topk=2048))
+    with pytest.raises(InputError, match="HF002 .*not in kvproof's table"):
+        geometry_from_config(_config("deepseek-ai--DeepSeek-V3.2"))
+
+
+def _gemma_text(**keys) -> dict:
+    """A synthetic Gemma text config for the mapping rules only (no real Gemma config is stored)."""
+    return {"num_hidden_layers": 12, "num_attention_heads": 8, "num_key_value_heads": 4, "hidden_size": 2048,
+            "head_dim": 256, "max_position_embeddings": 131072, **keys}
+
+
+def test_gemma2_alternates_from_the_first_layer():
+    config = dict(_gemma_text(max_position_embeddings=8192), architectures=["Gemma2ForCausalLM"])
+    layers = _by_index(geometry_from_config(config, 2))
+    assert [(layers[i]["spec"], layers[i].get("sliding_window")) for i in range(4)] == [
+        ("SlidingWindowSpec", 4096), ("FullAttentionSpec", None)] * 2  # the class defaults
+    assert {(e["num_kv_heads"], e["head_size"], e["name"]) for e in layers.values()} == {
+        (2, 256, "model.layers.{i}.self_attn.attn")}
+
+
+def test_gemma3_pattern_window_and_unscaled_length():
+    text = _gemma_text(model_type="gemma3_text", sliding_window=1024,
+                       rope_scaling={"rope_type": "linear", "factor": 8.0})
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+              "vision_config": {"num_attention_heads": 16}}
+    geometry = geometry_from_config(config, 4)
+    layers = _by_index(geometry)
+    assert [layers[i]["spec"] for i in range(6)] == ["SlidingWindowSpec"] * 5 + ["FullAttentionSpec"]
+    assert layers[0]["sliding_window"] == 1024 and layers[0]["name"].startswith("language_model.model.layers.")
+    assert geometry["max_model_len"] == 131072  # Gemma 3's length is already scaled (model.py:2600-2603)
+    bidirectional = dict(config, text_config=dict(text, use_bidirectional_attention=True))
+    assert _by_index(geometry_from_config(bidirectional))[0]["sliding_window"] == 513
+    with pytest.raises(InputError, match=r"HF003 \$\.vision_config\.num_attention_heads: 16 is not divisible by 32"):
+        geometry_from_config(dict(config, text_config=dict(text, num_attention_heads=32, num_key_value_heads=32)), 32)
+    with pytest.raises(InputError, match="EncoderOnlyAttention"):
+        geometry_from_config(dict(config, text_config=dict(text, is_causal=False)))
+
+
+def test_granite_hybrid_mamba2_and_attention_per_layer_types():
+    config = {"architectures": ["GraniteMoeHybridForCausalLM"], "num_hidden_layers": 4, "hidden_size": 4096,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "mamba_n_heads": 128, "mamba_d_state": 128,
+              "layer_types": ["linear_attention"] * 3 + ["full_attention"]}  # synthetic: rules only
+    layers = _by_index(geometry_from_config(config, 4))
+    # conv: (4 - 1, (2 * 4096 + 2 * 4 * 128) / 4), groups 1 -> 4 for the head shards; temporal (128 / 4, 64, 128)
+    assert (layers[0]["name"], layers[0]["shapes"]) == ("model.layers.{i}.mixer", [[3, 2304], [32, 64, 128]])
+    assert (layers[3]["name"], layers[3]["num_kv_heads"], layers[3]["head_size"]) == (
+        "model.layers.{i}.self_attn.attn", 2, 128)
+    with pytest.raises(InputError, match="do not match the model intermediate_size"):
+        geometry_from_config(dict(config, mamba_d_head=32))
+
+
+def test_falcon_h1_numbers_its_mamba_branch_apart_and_keeps_vllms_order():
+    config = {"architectures": ["FalconH1ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 3072,
+              "num_attention_heads": 12, "num_key_value_heads": 2, "head_dim": 128, "mamba_d_ssm": 3072,
+              "mamba_n_heads": 24, "mamba_d_head": 128}  # synthetic: rules only
+    geometry = geometry_from_config(config, 2, 2)
+    assert geometry["layer_order"] == "as_listed"
+    assert [e["name"].replace("{i}", str(e["index"])) for e in geometry["layers"]] == [
+        "model.layers.0.attn", "model.2.mixer", "model.layers.1.attn", "model.3.mixer"]
+    assert geometry["workers"] == [["model.layers.0.attn", "model.2.mixer"], ["model.layers.1.attn", "model.3.mixer"]]
+    assert geometry["layers"][1]["shapes"] == [[3, (3072 + 2 * 2 * 256) // 2], [12, 128, 256]]
+
+
+def test_jamba_attention_every_period_and_mamba1_states():
+    config = {"architectures": ["JambaForCausalLM"], "num_hidden_layers": 16, "hidden_size": 4096,
+              "num_attention_heads": 32, "num_key_value_heads": 8}  # synthetic: rules only
+    layers = _by_index(geometry_from_config(config, 8))
+    assert [i for i, e in layers.items() if e["spec"] == "FullAttentionSpec"] == [4, 12]
+    assert (layers[0]["mamba_type"], layers[0]["shapes"], layers[4]["name"]) == (
+        "MAMBA1", [[3, 1024], [1024, 16]], "model.layers.{i}.attn")
+    with pytest.raises(InputError, match=r"HF003 \$\.mamba_expand: 8192 is not divisible by 3"):
+        geometry_from_config(dict(config, num_attention_heads=33, num_key_value_heads=3), 3)
+
+
+def test_a_real_config_with_infinity_is_read_as_transformers_reads_it(tmp_path):
+    """Nemotron-H-56B's config holds ``"time_step_limit": [0.0, Infinity]`` (Python's json reads it)."""
+    folder = CONFIGS / "nvidia--Nemotron-H-56B-Base-8K"
+    assert b"Infinity" in (folder / "config.json").read_bytes()
+    result = _kvproof("geometry", str(folder), "--tp", "8", "--set", "available_memory_bytes=1000000000")
+    assert result.returncode == 0, result.stderr
+    assert len(_by_index(json.loads(result.stdout))) == 64  # the M and * of its 118-layer pattern
+    (tmp_path / "config.json").write_text(json.dumps(dict(_llama(), max_position_embeddings=1e400)))
+    result = _kvproof("geometry", str(tmp_path), "--set", "available_memory_bytes=1")
+    assert result.returncode == 2 and "HF001 $.max_position_embeddings: expected a finite number" in result.stderr

@@ -51,12 +51,12 @@ def build(config: str, tp: int, pp: int, settings: dict[str, Any]) -> dict[str, 
     """The geometry tree of ``config``, checked by the strict geometry loader. Raises
     :class:`InputError`."""
     from ..configs import geometry_from_config
-    from ..models.codec import parse_json
+    from ..configs.hf import parse_config
     from ..models.documents import read_document
     from ..models.geometry import load_geometry
 
     path = config_path(config)
-    tree = parse_json(read_document(path), path)
+    tree = parse_config(read_document(path), path)
     name = os.path.basename(os.path.dirname(os.path.abspath(path))) if os.path.basename(path) == "config.json" else None
     geometry = geometry_from_config(tree, tp, pp, settings, file=path, name=name)
     if "available_memory_bytes" not in geometry and "num_gpu_blocks_override" not in geometry:

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense
-from .common import Layer, Parallel, derived_max_model_len, pp_ranges
+from . import deepseek, dense, falcon_h1, gemma, gpt_oss, granite, jamba, llama4, nemotron_h, qwen3_next
+from .common import Layer, Parallel, derived_max_model_len, plain, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
 
-ARCHITECTURES = {**dense.ARCHITECTURES, **deepseek.ARCHITECTURES}
+ARCHITECTURES = {
+    **dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **falcon_h1.ARCHITECTURES, **gemma.ARCHITECTURES,
+    **gpt_oss.ARCHITECTURES, **granite.ARCHITECTURES, **jamba.ARCHITECTURES, **llama4.ARCHITECTURES,
+    **nemotron_h.ARCHITECTURES, **qwen3_next.ARCHITECTURES,
+}
 
 #: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
 #: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
@@ -38,34 +42,35 @@ def _architecture(config: HFConfig):
 
 
 def _entries(layers: list[Layer]) -> list[dict[str, Any]]:
-    """Consecutive layers with the same name pattern and spec as one ``range`` entry (a step
-    range for interleaved patterns would be shorter; one entry per run keeps the file plain)."""
-    entries: list[dict[str, Any]] = []
-    run: list[Layer] = []
-
-    def flush() -> None:
-        if not run:
-            return
-        first = run[0]
-        entry: dict[str, Any] = {"name": first.name}
-        if len(run) == 1:
-            entry["index"] = first.index
-        else:
-            entry["range"] = [first.index, run[-1].index + 1]
-        entry["spec"] = first.spec
-        entry.update(dict(first.fields))
-        entries.append(entry)
-        run.clear()
-
+    """The layers as few entries as ``range`` allows: each run of layers of one name pattern and spec
+    whose indices step evenly is one entry (``[start, stop, step]``, e.g. every other layer of
+    gpt-oss), runs taken greedily in index order. The geometry orders layers by index
+    (``layer_order`` ``by_index``), so the entries' order does not change the plan."""
+    groups: dict[tuple, list[Layer]] = {}
     for layer in layers:
-        if run and (layer.name, layer.spec, layer.fields) == (run[0].name, run[0].spec, run[0].fields) and (
-            layer.index == run[-1].index + 1
-        ):
-            run.append(layer)
+        groups.setdefault((layer.name, layer.spec, layer.fields), []).append(layer)
+    entries: list[dict[str, Any]] = []
+
+    def entry(run: list[Layer]) -> dict[str, Any]:
+        first = run[0]
+        out: dict[str, Any] = {"name": first.name}
+        if len(run) == 1:
+            out["index"] = first.index
         else:
-            flush()
+            step = run[1].index - first.index
+            out["range"] = [first.index, run[-1].index + 1] + ([step] if step > 1 else [])
+        out["spec"] = first.spec
+        out.update({key: plain(value) for key, value in first.fields})
+        return out
+
+    for group in groups.values():
+        run: list[Layer] = []
+        for layer in group:
+            if len(run) >= 2 and layer.index - run[-1].index != run[1].index - run[0].index:
+                entries.append(entry(run))
+                run = []
             run.append(layer)
-    flush()
+        entries.append(entry(run))
     return entries
 
 
@@ -77,20 +82,31 @@ def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str
     map."""
     config = HFConfig(tree, file)
     arch, layers_of = _architecture(config)
-    layers = layers_of(config, Parallel(tp, pp))
-    num_layers = config.int("num_hidden_layers", minimum=1)
+    settings = settings or {}
+    mode = settings.get("mamba_cache_mode")
+    if mode is None:  # the planner's default (docs/formats.md): align iff prefix caching is on
+        mode = "none" if settings.get("enable_prefix_caching", True) is False else "align"
+    layers = layers_of(config, Parallel(tp, pp, mode))
+    text = config.text()  # vLLM's hf_text_config: the layers and the derived length are its
+    num_layers = text.int("num_hidden_layers", minimum=1)
     if pp > num_layers:
-        raise ConfigError(CONFIG_PARALLEL, "$.num_hidden_layers",
+        raise ConfigError(CONFIG_PARALLEL, text.key_path("num_hidden_layers"),
                           f"pipeline parallel size {pp} exceeds the {num_layers} layers", file)
     geometry: dict[str, Any] = {
         "name": f"{name or arch} at TP {tp}" + (f", PP {pp}" if pp > 1 else "") + " (kvproof geometry)",
         "layers": _entries(layers),
-        "max_model_len": derived_max_model_len(config),
+        "max_model_len": derived_max_model_len(text),
     }
+    if [layer.index for layer in layers] != sorted(layer.index for layer in layers):
+        # vLLM registers these layers out of index order (Falcon-H1's Mamba branch), and the order
+        # drives its grouping: one entry per layer, as listed.
+        geometry["layers"] = [_entries([layer])[0] for layer in layers]
+        geometry["layer_order"] = "as_listed"
     if tp > 1:
         geometry["tp"] = tp
     if pp > 1:
-        names = {layer.index: layer.name.replace("{i}", str(layer.index)) for layer in layers}
-        geometry["workers"] = [[names[i] for i in span if i in names] for span in pp_ranges(num_layers, pp)]
-    geometry.update(settings or {})
+        # Each rank's layers in the model's registration order (the order of ``layers``).
+        geometry["workers"] = [[layer.name.replace("{i}", str(layer.index)) for layer in layers
+                                if layer.rank_index in span] for span in pp_ranges(num_layers, pp)]
+    geometry.update(settings)
     return geometry

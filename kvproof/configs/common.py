@@ -3,11 +3,13 @@ tensor-parallel rank, vLLM's head-divisibility refusals and the pipeline-paralle
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from .hf import CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
+__all__ = ["divide", "frozen", "plain", "Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
            "Layer"]
 
 #: ``ModelArchConfigConvertorBase.derive_max_model_len_and_key``
@@ -20,8 +22,13 @@ SCALED_ROPE_TYPES = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deeps
 
 @attrs.frozen
 class Parallel:
+    """The engine a config's layers are built for: the parallel sizes and the Mamba cache mode
+    (``none`` or ``align``: align iff prefix caching is on, unless ``--set mamba_cache_mode``;
+    docs/formats.md), which some Mamba-like layers' specs depend on."""
+
     tp: int
     pp: int
+    mamba_cache_mode: str = "align"
 
 
 @attrs.frozen
@@ -33,9 +40,26 @@ class Layer:
     index: int
     spec: str
     fields: tuple[tuple[str, object], ...]
+    #: The decoder layer it belongs to, which decides its pipeline rank (``index`` unless the name
+    #: numbers it apart, as Falcon-H1's Mamba branch).
+    decoder_index: int | None = None
+
+    @property
+    def rank_index(self) -> int:
+        return self.index if self.decoder_index is None else self.decoder_index
 
 
-def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False) -> int:
+def frozen(value):
+    """Lists as tuples, so that a layer's fields hash and equal layers group into one entry."""
+    return tuple(frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def plain(value):
+    """The JSON form of a :func:`frozen` value."""
+    return [plain(v) for v in value] if isinstance(value, tuple) else value
+
+
+def derived_max_model_len(config: HFConfig) -> int:
     """``max_model_len`` when none is given: ``_get_and_verify_max_len``
     (vllm/config/model.py:2545-2676) with the platform's ``check_max_model_len`` (identity on
     CUDA). The smallest length key, then ``model_max_length`` when set; 2048 without any
@@ -46,8 +70,8 @@ def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False
     for key in MAX_LEN_KEYS:
         value = config.tree.get(key)
         if value is not None:
-            if type(value) not in (int, float) or isinstance(value, bool):
-                raise ConfigError(CONFIG_FIELD, f"$.{key}", "expected a number", config.file)
+            if type(value) not in (int, float) or isinstance(value, bool) or not math.isfinite(value):
+                raise ConfigError(CONFIG_FIELD, config.key_path(key), "expected a finite number", config.file)
             derived = value if derived is None else min(derived, value)
     if config.tree.get("model_max_length"):
         derived = config.tree["model_max_length"]
@@ -55,6 +79,8 @@ def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False
         derived = 2048
     rope = config.tree.get("rope_parameters") or config.tree.get("rope_scaling")
     rope_types = []
+    # Gemma 3's max_position_embeddings is already scaled (model.py:2600-2603: "gemma3" in model_type)
+    rope_scaled_already = "gemma3" in str(config.tree.get("model_type", ""))
     if isinstance(rope, dict):
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         rope_types.append(rope_type)
@@ -66,10 +92,18 @@ def derived_max_model_len(config: HFConfig, *, rope_scaled_already: bool = False
     return int(derived)
 
 
+def divide(config: HFConfig, numerator: int, tp: int, key: str) -> int:
+    """``vllm.distributed.utils.divide``: an exact division, else vLLM's assertion text
+    (``ensure_divisibility``, vllm/distributed/utils.py:51-55)."""
+    if numerator % tp != 0:
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key), f"{numerator} is not divisible by {tp}", config.file)
+    return numerator // tp
+
+
 def check_attention_heads(config: HFConfig, total_heads: int, key: str, tp: int) -> None:
     """``ModelConfig.verify_with_parallel_config`` (vllm/config/model.py:1557-1564)."""
     if total_heads % tp != 0:
-        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
                           f"Total number of attention heads ({total_heads}) must be divisible by tensor "
                           f"parallel size ({tp}).", config.file)
 
@@ -79,11 +113,11 @@ def kv_heads_per_rank(config: HFConfig, total_kv_heads: int, key: str, tp: int) 
     (``max(1, total // tp)``); vLLM asserts that one divides the other (llama.py:147-156 and the
     same lines of every GQA attention class)."""
     if total_kv_heads >= tp and total_kv_heads % tp != 0:
-        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
                           f"{total_kv_heads} KV heads cannot be partitioned over tensor parallel size {tp} "
                           "(vLLM 0.33.0 asserts total_num_kv_heads % tp_size == 0, llama.py:151)", config.file)
     if total_kv_heads < tp and tp % total_kv_heads != 0:
-        raise ConfigError(CONFIG_PARALLEL, f"$.{key}",
+        raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
                           f"{total_kv_heads} KV heads cannot be replicated over tensor parallel size {tp} "
                           "(vLLM 0.33.0 asserts tp_size % total_num_kv_heads == 0, llama.py:155)", config.file)
     return max(1, total_kv_heads // tp)

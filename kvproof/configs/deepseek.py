@@ -29,6 +29,12 @@ def deepseek_mla(config: HFConfig, parallel: Parallel) -> list[Layer]:
         raise ConfigError(CONFIG_ARCH, "$.qk_rope_head_dim",
                           "a DeepSeek config without MLA head sizes runs DeepseekAttention (multi-head "
                           "attention, deepseek_v2.py:1280-1288), which kvproof does not map", config.file)
+    if "index_topk" in config.tree:
+        # vLLM makes every such layer sparse (DeepSeek V3.2 attention with an indexer cache,
+        # deepseek_v2.py:1138-1168), whatever the architecture name says.
+        raise ConfigError(CONFIG_ARCH, "$.index_topk",
+                          "a DeepSeek config with index_topk runs sparse MLA with an indexer cache "
+                          "(deepseek_v2.py:1138-1168), which kvproof does not map yet", config.file)
     kv_lora_rank = config.int("kv_lora_rank", minimum=1)
     check_attention_heads(config, heads, "num_attention_heads", parallel.tp)
     fields = (("num_kv_heads", 1), ("head_size", kv_lora_rank + rope), ("dtype", config.model_dtype()),

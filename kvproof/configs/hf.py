@@ -14,7 +14,7 @@ from ..diagnostics import Diagnostic, InputError
 
 __all__ = [
     "CONFIG_FIELD", "CONFIG_ARCH", "CONFIG_PARALLEL", "VLLM_REFUSAL", "ConfigError", "HFConfig",
-    "MODEL_DTYPES",
+    "MODEL_DTYPES", "parse_config",
 ]
 
 #: A key the architecture needs is missing or has the wrong type.
@@ -30,6 +30,22 @@ VLLM_REFUSAL = "HF003"
 #: ``_STR_DTYPE_TO_TORCH_DTYPE``).
 MODEL_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
                 "float": "float32"}
+
+
+def parse_config(data: bytes, file: str | None = None) -> Any:
+    """The JSON tree of a ``config.json``. kvproof's strict reader, except that the non-finite
+    numbers Python's ``json`` (and so transformers) reads are taken as they are: real configs hold
+    them (Nemotron-H's ``time_step_limit: [0.0, Infinity]``) in keys no cache spec reads."""
+    import json
+
+    from ..models.codec import parse_json
+
+    try:
+        return parse_json(data, file)
+    except InputError as error:
+        if not all("non-finite number" in diagnostic.message for diagnostic in error.diagnostics):
+            raise
+    return json.loads(data.decode("utf-8"))
 
 
 class ConfigError(InputError):
@@ -52,11 +68,22 @@ class HFConfig:
     """The parsed ``config.json`` (``text_config`` is the language model's part when present,
     vLLM's ``hf_text_config``), with typed access that names the key on failure."""
 
-    def __init__(self, tree: Any, file: str | None = None):
+    def __init__(self, tree: Any, file: str | None = None, path: str = "$"):
         if not isinstance(tree, dict):
-            raise ConfigError(CONFIG_FIELD, "$", f"a config.json is a JSON object, got {_describe(tree)}", file)
+            raise ConfigError(CONFIG_FIELD, path, f"expected a JSON object, got {_describe(tree)}", file)
         self.tree = tree
         self.file = file
+        self.path = path
+
+    def key_path(self, key: str) -> str:
+        return f"{self.path}.{key}"
+
+    def text(self) -> "HFConfig":
+        """The language model's part: ``text_config`` when the file has one (vLLM's
+        ``hf_text_config``, multimodal wrappers such as Llama 4), else the file itself."""
+        if self.tree.get("text_config") is None:
+            return self
+        return HFConfig(self.tree["text_config"], self.file, self.key_path("text_config"))
 
     def has(self, key: str) -> bool:
         return self.tree.get(key) is not None
@@ -66,7 +93,7 @@ class HFConfig:
         return default if value is None else value
 
     def _fail(self, key: str, message: str):
-        raise ConfigError(CONFIG_FIELD, f"$.{key}", message, self.file)
+        raise ConfigError(CONFIG_FIELD, self.key_path(key), message, self.file)
 
     def int(self, key: str, default: Any = ..., *, minimum: int = 0) -> int:
         """A non-negative (or ``>= minimum``) integer; ``default`` when absent or null (vLLM reads
@@ -112,12 +139,16 @@ class HFConfig:
 
     def model_dtype(self) -> str:
         """``ModelConfig.dtype`` for ``--dtype auto`` on the default platform (CUDA, compute
-        capability 9.0): the config's ``dtype`` (``torch_dtype`` in older files); float32
-        models run in the platform's first supported dtype, bfloat16
+        capability 9.0): the config's ``dtype`` (``torch_dtype`` in older files), else its
+        ``text_config``'s (``get_torch_dtype``, transformers_utils/model_arch_config_convertor.py:
+        201-215); float32 models run in the platform's first supported dtype, bfloat16
         (vllm/config/model.py:2423-2446, platforms/cuda.py:257-260); absent is float32."""
-        key = "dtype" if self.has("dtype") else "torch_dtype"
-        name = self.raw(key, "float32")
+        source = self
+        if not (self.has("dtype") or self.has("torch_dtype")) and self.text() is not self:
+            source = self.text()
+        key = "dtype" if source.has("dtype") else "torch_dtype"
+        name = source.raw(key, "float32")
         if type(name) is not str or name not in MODEL_DTYPES:
-            self._fail(key, f"expected one of {', '.join(sorted(MODEL_DTYPES))}, got {name!r}")
+            source._fail(key, f"expected one of {', '.join(sorted(MODEL_DTYPES))}, got {name!r}")
         dtype = MODEL_DTYPES[name]
         return "bfloat16" if dtype == "float32" else dtype

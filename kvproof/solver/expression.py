@@ -32,6 +32,7 @@ long or grow memory without bound.
 from __future__ import annotations
 
 import ast
+import math
 import types
 from typing import Any, Callable, Iterable
 
@@ -295,7 +296,11 @@ class _Checker:
 
     def _Constant(self, node: ast.Constant, scope: frozenset[str], depth: int) -> None:
         value = node.value
-        if isinstance(value, bool) or value is None or isinstance(value, float):
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, float):
+            if not math.isfinite(value):  # 1e400 parses as inf: no solver value, no document value
+                raise ExpressionError("the number literal is not finite", node)
             return
         if isinstance(value, int):
             if value.bit_length() > MAX_INT_BITS:
@@ -426,6 +431,8 @@ def _need_concrete(value: Any, what: str, node: ast.AST) -> None:
 def _check_size(value: Any, node: ast.AST) -> Any:
     if type(value) is int and value.bit_length() > MAX_INT_BITS:
         raise ExpressionError(f"the value has more than {MAX_INT_BITS} bits", node)
+    if type(value) is float and not math.isfinite(value):
+        raise ExpressionError("the value is not finite", node)
     return value
 
 

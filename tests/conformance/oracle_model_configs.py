@@ -2,7 +2,8 @@
 """Conformance oracle for ``kvproof geometry``: the KV cache spec of every layer as vLLM 0.33.0's own
 model code reports it for a Hugging Face config folder at a TP/PP size.
 
-    .venv-vllm/bin/python tests/conformance/oracle_model_configs.py --jsonl   # {"config_dir", "tp", "pp"} per line
+    .venv-vllm/bin/python tests/conformance/oracle_model_configs.py --jsonl
+    # {"config_dir", "tp", "pp"[, "enable_prefix_caching"][, "kvproof_geometry"]} per line
 
 For each request it builds ``ModelConfig`` from the folder offline (``HF_HUB_OFFLINE=1``) and
 ``VllmConfig`` with that parallel config, then, per pipeline rank, the model class vLLM resolves
@@ -17,8 +18,19 @@ Stand-ins (docs/geometry-from-config.md "Conformance"):
   requested sizes, which is all that layer construction reads;
 * the model registry inspects classes in this process (``_run_in_subprocess`` runs the function
   here; the subprocess exists only to keep CUDA out of the parent);
-* ``compressed_tensors`` (a pinned vLLM dependency the CPU venv lacks) is a module whose every
-  name is a placeholder class: only quantized checkpoints use it, and the configs here are not.
+* ``compressed_tensors`` and ``torchvision`` (a pinned vLLM dependency and Llama 4's image
+  processor import, both absent from the CPU venv) are modules whose every name is a placeholder
+  class: only quantized checkpoints and image preprocessing use them, never a layer's cache;
+* weight quantization (``quantization_config``: gpt-oss's MXFP4, DeepSeek's FP8 blocks) has no
+  CPU kernel, so the config is read without it (``hf_overrides``). A layer's cache spec reads the
+  cache dtype (``cache_config.cache_dtype``, ``auto``), never the weights' quantization;
+* the CPU platform's GPU-only refusals and state-dtype resets are neutralised where a GPU answers
+  otherwise: ``CpuPlatform.check_and_update_config`` resets ``mamba_ssm_cache_dtype`` to float32
+  when the CPU has AVX-512 BF16 (platforms/cpu.py:318-334), which no GPU does (the check is run
+  with ``torch.cpu._is_avx512_bf16_supported`` answering False); ``FusedMoEConfig`` refuses a
+  non-gated MoE activation (Nemotron-H's ``relu2``) off CUDA/ROCm/XPU
+  (layers/fused_moe/config.py:1410-1415), so that module sees a CUDA-alike platform, and a MoE
+  configuration no CPU expert kernel supports takes the portable one. MoE layers hold no cache.
 
 Output per request: ``{"status": "ok", "max_model_len", "dtype", "ranks": [{layer: {"spec",
 "fields", "defaults"}}]}`` or ``{"status": "refused", "error": {"type", "message"}}``.
@@ -31,6 +43,7 @@ import dataclasses
 import enum
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -59,9 +72,12 @@ class _PlaceholderModule(types.ModuleType):
         return value
 
 
-class _CompressedTensorsStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _PlaceholderPackages(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, names):
+        self.names = names
+
     def find_spec(self, fullname, path, target=None):
-        if fullname == "compressed_tensors" or fullname.startswith("compressed_tensors."):
+        if fullname.split(".")[0] in self.names:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -74,17 +90,15 @@ class _CompressedTensorsStandIn(importlib.abc.MetaPathFinder, importlib.abc.Load
         pass
 
 
-try:
-    import compressed_tensors  # noqa: F401
-except ImportError:
-    sys.meta_path.insert(0, _CompressedTensorsStandIn())
+if importlib.util.find_spec("compressed_tensors") is None:
+    sys.meta_path.insert(0, _PlaceholderPackages({"compressed_tensors"}))
 
 _REAL_STDOUT = sys.stdout
 with contextlib.redirect_stdout(sys.stderr):
     import torch
 
     import vllm.model_executor.models.registry as registry
-    from vllm.config import ModelConfig, ParallelConfig, VllmConfig
+    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, VllmConfig
     from vllm.config.vllm import set_current_vllm_config
     from vllm.distributed import parallel_state
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
@@ -92,6 +106,62 @@ with contextlib.redirect_stdout(sys.stderr):
     from vllm.v1.attention.backend import MultipleOf
 
 registry._run_in_subprocess = lambda fn: fn()
+# After transformers has found torchvision absent (its image processors then take their PIL path),
+# so that only the unconditional ``import torchvision`` of Llama 4's image processor meets the
+# placeholder.
+if importlib.util.find_spec("torchvision") is None:
+    sys.meta_path.insert(0, _PlaceholderPackages({"torchvision"}))
+
+
+class _CudaAlike:
+    """``current_platform`` as fused_moe/config.py sees it: CUDA-alike (the default platform)."""
+
+    def __init__(self, platform):
+        self._platform = platform
+
+    def __getattr__(self, name):
+        return getattr(self._platform, name)
+
+    def is_cuda_alike(self):
+        return True
+
+
+with contextlib.redirect_stdout(sys.stderr):
+    import vllm.model_executor.layers.fused_moe.config as _fused_moe_config
+_fused_moe_config.current_platform = _CudaAlike(_fused_moe_config.current_platform)
+
+
+def _any_cpu_moe_kernel(select):
+    """The CPU MoE kernels cover fewer shapes and activations than the GPU's
+    (layers/fused_moe/oracle/unquantized.py:222-372); the expert kernel holds no cache, so a
+    configuration they refuse takes the portable CPU kernel class."""
+
+    def choose(moe_config):
+        try:
+            return select(moe_config)
+        except NotImplementedError:
+            from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
+            from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
+
+            return UnquantizedMoeBackend.CPU, CPUUnquantizedExperts
+
+    return choose
+
+
+with contextlib.redirect_stdout(sys.stderr):
+    import vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method as _unquantized_moe
+_unquantized_moe.select_unquantized_moe_backend = _any_cpu_moe_kernel(_unquantized_moe.select_unquantized_moe_backend)
+
+
+@contextlib.contextmanager
+def _gpu_state_dtypes():
+    """No AVX-512 BF16 while the platform checks the config (platforms/cpu.py:318-334)."""
+    saved = torch.cpu._is_avx512_bf16_supported
+    torch.cpu._is_avx512_bf16_supported = lambda: False
+    try:
+        yield
+    finally:
+        torch.cpu._is_avx512_bf16_supported = saved
 
 _WORLD_READY = False
 
@@ -158,11 +228,15 @@ def _specs(vllm_config) -> dict:
     return out
 
 
+ENGINE_FIELDS = ("block_size", "mamba_cache_mode", "num_speculative_blocks", "page_size_padded")
+
+
 def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
     """Every layer of kvproof's geometry built as vLLM's spec dataclass (through the planning
     oracle's own geometry parser, oracle.py ``parse_geometry``) against the spec vLLM's model
-    reports, compared with the dataclass's ``==``; ``block_size`` is the engine's on both sides
-    (the geometry leaves it to the engine settings), so vLLM's value is used for both."""
+    reports, compared with the dataclass's ``==``; the fields the engine settings fill (the geometry
+    leaves them to the planner: ``block_size``, and a ``MambaSpec``'s ``mamba_cache_mode``,
+    ``num_speculative_blocks`` and ``page_size_padded``) take vLLM's values on both sides."""
     import oracle  # tests/conformance/oracle.py: same vLLM, same process set-up
 
     layers = {l["name"]: l for l in oracle.parse_geometry(kvproof_geometry)["layers"]}
@@ -174,7 +248,9 @@ def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
             continue
         reported = vllm_specs[name]
         fields = dict(layers[name]["fields"])
-        fields.setdefault("block_size", reported.block_size)
+        engine = ENGINE_FIELDS if type(reported).__name__ == "MambaSpec" else ("block_size",)
+        for field in engine:
+            fields.setdefault(field, getattr(reported, field))
         try:
             built = layers[name]["cls"](**fields)
         except Exception as exc:  # noqa: BLE001 - a spec vLLM cannot build is a difference
@@ -190,11 +266,17 @@ def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
 
 def model_specs(request: dict) -> dict:
     folder, tp, pp = request["config_dir"], int(request.get("tp", 1)), int(request.get("pp", 1))
-    model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True)
+    cache = {key: request[key] for key in ("enable_prefix_caching",) if key in request}
     ranks, objects = [], {}
     for pp_rank in range(pp):
-        vllm_config = VllmConfig(model_config=model_config,
-                                 parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp))
+        # A fresh ModelConfig per rank: building a VllmConfig updates it in place (for a hybrid
+        # model the first one consumes the mamba block size set-up), as each rank's own engine does.
+        model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True,
+                                   hf_overrides={"quantization_config": None})
+        with _gpu_state_dtypes():
+            vllm_config = VllmConfig(model_config=model_config,
+                                     parallel_config=ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp),
+                                     cache_config=CacheConfig(**cache))
         _world()
         with set_current_vllm_config(vllm_config):
             # Groups are made for the model at hand (the EP group exists only for MoE models).

@@ -11,14 +11,14 @@ spec = importlib.util.spec_from_file_location("campaign", ROOT / "scripts" / "ro
 campaign = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(campaign)
 
-REQUIRED = {"check", "check --probe", "simulate", "synth", "claim", "explore", "prove --examples"}
+REQUIRED = {"check", "check --probe", "simulate", "synth", "claim", "explore", "prove --examples", "import"}
 
 
 def test_every_entry_point_of_the_issue_is_covered() -> None:
     assert REQUIRED <= set(campaign.ENTRY_POINTS)
-    cases = campaign.plan_cases(300, seed=1)
+    cases = campaign.plan_cases(400, seed=1)
     assert {c["entry"] for c in cases} == set(campaign.ENTRY_POINTS)
-    assert cases == campaign.plan_cases(300, seed=1)  # deterministic
+    assert cases == campaign.plan_cases(400, seed=1)  # deterministic
     assert len({c["data"] for c in cases if "data" in c}) > 200  # mutated, not copies
 
 

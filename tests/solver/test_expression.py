@@ -36,6 +36,7 @@ EXAMPLE = "examples/minimax-m27-tp4/scheduler-dp0.json"
     ("[x for If in doc.cache.groups]", 8),
     ("doc.cache +", 12),
     ("  doc._private", 7),
+    ("doc.x + 1e400", 9),  # parses as inf (the robustness campaign's seed 2026 found it: exit 4)
 ])
 def test_forbidden_or_malformed_expressions_are_refused_with_their_position(source, column) -> None:
     with pytest.raises(ExpressionError) as caught:
@@ -55,6 +56,7 @@ def test_helpers_are_visible_inside_comprehensions() -> None:
     "len([1 for a in range(10000) for b in range(10000)])",
     "2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 * 2**64 "
     "* 2**64 * 2**64 * 2**64",
+    "1e300 * 1e300 > 0",  # a float result that is not finite
 ])
 def test_evaluation_is_bounded(source) -> None:
     start = time.perf_counter()
