@@ -300,7 +300,7 @@ def geometry_command(config: str, tp: int, pp: int, settings: tuple[str, ...], o
 
 
 @cli.command()
-@reported()
+@reported(quiet=False)
 @click.argument("geometry", type=click.Path())
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
               help="A folder: write the records there (made if missing).")

@@ -4,19 +4,21 @@ matplotlib is an optional extra (``pip install 'kvproof[plot]'``), imported only
 ``--plot``. The picture has up to three panels:
 
 * **the pool split by group** at start-up: vLLM's concurrency is ``num_blocks`` over the blocks one
-  request at ``max_model_len`` holds in all groups (``get_max_concurrency_for_kv_cache_config``,
-  vllm/v1/core/kv_cache_utils.py); at that concurrency each group holds its share of the pool, so
-  the pool's bar is split by ``blocks_per_request[g] / sum(blocks_per_request)``;
-* **blocks per request at max_model_len**, per group (``max_memory_usage_bytes / page_size``);
+  request at ``max_model_len`` holds in all groups, which draw from one pool
+  (``get_max_concurrency_for_kv_cache_config``, vllm/v1/core/kv_cache_utils.py:1061-1087); at that
+  concurrency each group holds its share of the pool, so the pool's bar is split by
+  ``blocks_per_request[g] / sum(blocks_per_request)``;
+* **blocks per request at max_model_len**, per group (``cdiv(max_memory_usage_bytes,
+  page_size_bytes)``, the same lines);
 * **requests over time**: for the single request (``simulation[]``) and the workload
   (``workload.steps``, docs/requests.md) the blocks each group holds after each step (stacked) and
   the pool's free blocks (``block_pool.get_num_free_blocks()``); a workload's preemptions are red
   lines, its prefix-cache hits (a request admitted with computed tokens) green triangles.
 
-Every artist carries a ``gid`` (``pool-group-0``, ``held-group-1``, ``free-blocks``, ``preemption``,
-``prefix-hit``, ...) that an SVG keeps as an element ``id``, and SVG text stays text
-(``svg.fonttype: none``), so the picture can be checked. The same result gives the same bytes
-(``svg.hashsalt`` fixed, no date in the metadata).
+Every artist carries a ``gid`` (``pool-group-0``, ``blocks-per-request``, ``request-held-group-0``,
+``workload-held-group-1``, ``workload-free-blocks``, ``preemption-0``, ``prefix-hit``, ...) that an
+SVG keeps as an element ``id``, and SVG text stays text (``svg.fonttype: none``), so the picture can
+be checked. The same result gives the same bytes (``svg.hashsalt`` fixed, no date in the metadata).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ __all__ = ["FORMATS", "PlotUnavailable", "WorkloadRecorder", "require", "picture
 
 FORMATS = ("svg", "png")
 INSTALL = "pip install 'kvproof[plot]'"
-#: One colour per group, then the free blocks, preemptions and hits (matplotlib's tab10).
+#: The groups take matplotlib's tab10 colours; the free blocks, preemptions and hits these.
 _FREE, _PREEMPT, _HIT = "#333333", "#d62728", "#2ca02c"
 
 
@@ -71,10 +73,12 @@ def _group_label(index: int, group: dict) -> str:
 
 
 def _thousands(axis) -> None:
-    """Tick labels with thousands separators, as every number kvproof shows a person."""
-    from matplotlib.ticker import FuncFormatter
+    """Whole-number ticks (blocks and steps are counted) labelled with thousands separators, as
+    every number kvproof shows a person."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}" if value == int(value) else f"{value:,}"))
+    axis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
 
 
 def _startup(axes_pool, axes_request, axes_legend, result: dict, colours: list) -> None:
@@ -117,11 +121,11 @@ def _startup(axes_pool, axes_request, axes_legend, result: dict, colours: list) 
         _thousands(axis)
 
 
-def _over_time(axes, title: str, steps: list[int], held: list[list[int]], free: list[int], groups: list,
+def _over_time(axes, panel: str, title: str, steps: list[int], held: list[list[int]], free: list[int], groups: list,
                colours: list, pool: int, shared_scale: bool) -> Any:
     """Stacked blocks held per group and the free blocks (right axis, 0 to the pool's usable
     blocks) after each step; ``shared_scale``: the held axis spans the pool too (a workload's
-    groups and free blocks add up to it)."""
+    groups and free blocks add up to it). ``panel`` (``request``, ``workload``) starts the gids."""
     if steps:  # the last step drawn one step wide, as every other
         steps, held, free = [*steps, steps[-1] + 1], [*held, held[-1]], [*free, free[-1]]
     axes.set_title(title, fontsize=10, loc="left")
@@ -133,10 +137,10 @@ def _over_time(axes, title: str, steps: list[int], held: list[list[int]], free: 
     axes.stackplot(steps, *series, colors=colours[:len(series)], step="post", alpha=0.85, linewidth=0.6,
                    labels=[_group_label(i, g) for i, g in enumerate(groups)])
     for index, collection in enumerate(axes.collections[-len(series):] if series else []):
-        collection.set_gid(f"held-group-{index}")
+        collection.set_gid(f"{panel}-held-group-{index}")
         collection.set_edgecolor(colours[index])
     right = axes.twinx()
-    right.step(steps, free, where="post", color=_FREE, linewidth=1.2, label="free blocks", gid="free-blocks")
+    right.step(steps, free, where="post", color=_FREE, linewidth=1.2, label="free blocks", gid=f"{panel}-free-blocks")
     right.set_ylabel("free blocks")
     right.set_ylim(0, max(pool, 1) * 1.04)
     axes.set_ylim(0, max(pool, 1) * 1.04) if shared_scale else axes.set_ylim(bottom=0)
@@ -147,24 +151,30 @@ def _over_time(axes, title: str, steps: list[int], held: list[list[int]], free: 
 
 
 def _mark_workload(axes, workload: dict) -> None:
+    """Preemptions as red lines (labelled with the request, staggered where they crowd), prefix-cache
+    hits as green triangles at the step a request was admitted (new or resumed) with computed tokens."""
     preempted = [(s["step"], r) for s in workload["steps"] for r in s["preempted"]]
     hits = [(s["step"], r, n) for s in workload["steps"] for r, n in s["admitted"].items() if n]
     top = axes.get_ylim()[1]
+    left, right = axes.get_xlim()
+    crowded = (right - left) * 0.03
+    level, previous = 0, None
     for number, (step, rid) in enumerate(preempted):
+        level = (level + 1) % 3 if previous is not None and step - previous < crowded else 0
+        previous = step
         axes.axvline(step, color=_PREEMPT, linestyle="--", linewidth=1, gid=f"preemption-{number}",
-                     label="preemption" if number == 0 else None)
-        axes.text(step, 0, f"preempt {rid} ", color=_PREEMPT, fontsize=7, rotation=90, va="bottom", ha="right")
+                     label=f"preemption ({len(preempted):,})" if number == 0 else None)
+        axes.text(step, top * (0.02 + 0.3 * level), f"preempt {rid}", color=_PREEMPT, fontsize=7, rotation=90,
+                  va="bottom", ha="right", bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
     if hits:
         axes.scatter([h[0] for h in hits], [top * 0.97] * len(hits), marker="v", color=_HIT, zorder=5,
-                     label=f"prefix hit ({len(hits):,})", gid="prefix-hit")
+                     label=f"prefix hit at admission ({len(hits):,})", gid="prefix-hit")
 
 
 def render(result: dict, fmt: str, held: list[list[int]] | None = None) -> bytes:
     """The picture of a ``simulate`` result of status ``ok`` as SVG or PNG bytes; ``held`` is the
     :class:`WorkloadRecorder`'s series of the same run."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
+    import matplotlib  # a Figure of its own, no pyplot: the user's backend is left alone
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
@@ -175,8 +185,9 @@ def render(result: dict, fmt: str, held: list[list[int]] | None = None) -> bytes
     rows = 2 + bool(single) + drawn_workload
     palette = colormaps["tab10"]
     colours = [palette(i % 10) for i in range(max(len(groups), 1))]
+    # path.simplify off: every step stays a vertex of its series (the picture can be checked)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "kvproof", "font.size": 9,
-                                "axes.spines.top": False}):
+                                "axes.spines.top": False, "path.simplify": False}):
         legend_rows = (len(groups) + 1) // 2 if len(groups) > 3 else len(groups)
         heights = [3.2, 0.35 + 0.16 * legend_rows] + [3.6] * (rows - 2)
         figure = Figure(figsize=(11, sum(heights) + 0.3), layout="constrained")
@@ -187,7 +198,7 @@ def render(result: dict, fmt: str, held: list[list[int]] | None = None) -> bytes
         row = 2
         if single:
             axes = figure.add_subplot(grid[row, :])
-            right = _over_time(axes, "One request over time (simulate.prompt_tokens)", [s["step"] for s in single],
+            right = _over_time(axes, "request", "One request over time (simulate.prompt_tokens)", [s["step"] for s in single],
                                [s["blocks_held"] for s in single], [s["free_blocks"] for s in single], groups, colours,
                                result["num_usable_blocks"], shared_scale=False)
             probe = result.get("prefix_hit_probe")
@@ -200,7 +211,7 @@ def render(result: dict, fmt: str, held: list[list[int]] | None = None) -> bytes
         if drawn_workload:
             axes = figure.add_subplot(grid[row, :])
             totals = workload["totals"]
-            right = _over_time(axes, f"Workload over time: {len(workload['requests']):,} requests, "
+            right = _over_time(axes, "workload", f"Workload over time: {len(workload['requests']):,} requests, "
                                f"{totals['steps']:,} steps, {totals['preemptions']:,} preemptions",
                                [s["step"] for s in workload["steps"]], held,
                                [s["free_blocks"] for s in workload["steps"]], groups, colours,

@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import attrs
 
 COLOR_MODES = ("auto", "always", "never")
+T = TypeVar("T")
 
 
 @attrs.define
@@ -50,10 +51,14 @@ def _isatty(stream) -> bool:
 
 
 def _console(stream):
+    """A rich console on ``stream`` that follows ``--color``: ``always`` forces the 16 standard
+    colours even into a pipe, ``never`` none (a progress bar too), ``auto`` leaves it to rich
+    (a terminal, NO_COLOR, TERM=dumb)."""
     from rich.console import Console
 
     forced = settings.color == "always"
-    return Console(file=stream, force_terminal=True if forced else None, no_color=False if forced else None,
+    return Console(file=stream, force_terminal=True if forced else None,
+                   no_color={"always": False, "never": True}.get(settings.color),
                    color_system="standard" if forced else "auto", highlight=False, markup=False, emoji=False,
                    soft_wrap=True)
 
@@ -234,6 +239,17 @@ def progress(label: str, total: int | None = None) -> Iterator[Callable[..., Non
     finally:
         bar.stop()
         _live = previous
+
+
+def tracked(items: Iterable[T], label: str, total: int, name: Callable[[T], str], finished: bool) -> Iterator[T]:
+    """``items`` as they come, each advancing a :func:`progress` bar named by ``name(item)``:
+    ``finished``, each item arrives done (prove's results); else each is worked on once handed out
+    (the claims ``claim`` proves)."""
+    with progress(label, total) as update:
+        for done, item in enumerate(items, start=1):
+            if update is not None:
+                update(done if finished else done - 1, item=name(item))
+            yield item
 
 
 def number(value) -> str:

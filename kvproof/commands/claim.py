@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..terminal import tracked  # a progress bar on stderr when it is a terminal
+
 EXIT_OK, EXIT_REFUTED, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
@@ -67,7 +69,7 @@ def run(
         config.rlimit = rlimit
     prover = Prover(bound=bound, config=config, examples=Path(examples) if examples else None)
     results = []
-    for target in claims:
+    for target in tracked(claims, "claim", len(claims), lambda c: c.id, finished=False):
         try:
             result = prove_claim(target, prover)
         except ExpressionError as exc:

@@ -198,7 +198,7 @@ def _mutation_failures(run: FuzzRun, out_dir: Artifacts) -> None:
                 f"kvproof synth {directory / 'geometry.json'} -o {directory / 'records'} && kvproof check {directory / 'records'}"))
     invalid = [r for r in report.synth if r.status == "invalid-geometry"]
     if invalid:
-        run.notes.append(f"{len(invalid)} geometries drawn by kvproof.fuzz.strategies do not load (skipped): "
+        run.notes.append(f"{len(invalid):,} geometries drawn by kvproof.fuzz.strategies do not load (skipped): "
                          f"{invalid[0].diagnostics[0] if invalid[0].diagnostics else ''}")
     if report.stale_gaps:
         run.notes.append(f"known gaps no mutant reached as a gap (fixed? remove them from kvproof/fuzz/explained.py): "
@@ -240,14 +240,14 @@ def render_text(run: FuzzRun) -> str:
     if m is not None:
         s = m.summary()
         lines.append("")
-        lines.append(f"mutation: {len(m.sets)} record set(s): {', '.join(m.sets) or 'none'}")
+        lines.append(f"mutation: {len(m.sets):,} record set(s): {', '.join(m.sets) or 'none'}")
         if m.twins:
-            lines.append(f"  TP-rank twins edited once: {len(m.twins)} worker record(s)")
+            lines.append(f"  TP-rank twins edited once: {len(m.twins):,} worker record(s)")
         lines.append(f"  single-field edits tried  {s['edits']:>7,}  ({s['systematic']:,} systematic, {s['random']:,} random)")
         lines.append(f"  refused                   {s['refused']:>7,}  (loader LD: {s['refused_by_loader']:,}, rules: {s['refused_by_rule']:,})")
         lines.append(f"  accepted                  {s['accepted']:>7,}")
-        lines.append(f"    field no rule reads     {s['accepted_unread']:>7,}  ({s['unread_keys']} fields)")
-        lines.append(f"    declared valid variant  {s['valid_variants']:>7,}  ({s['valid_variant_kinds']} kinds)")
+        lines.append(f"    field no rule reads     {s['accepted_unread']:>7,}  ({s['unread_keys']:,} fields)")
+        lines.append(f"    declared valid variant  {s['valid_variants']:>7,}  ({s['valid_variant_kinds']:,} kinds)")
         lines.append(f"    known gap               {s['known_gaps']:>7,}  ({', '.join(s['known_gap_ids']) or 'none'}: docs/fuzz-findings.md)")
         lines.append(f"    SURVIVING (unexplained) {s['surviving']:>7,}")
         synth = m.synth
@@ -276,7 +276,7 @@ def render_text(run: FuzzRun) -> str:
                      f"{s['examples_per_second']:,} inputs/s (shapes built in {s['shape_seconds']} s)")
         from ..rules.registry import all_rules
 
-        lines.append(f"  differences: {s['mismatches']} unexplained, {s['known']} known (docs/fuzz-findings.md)")
+        lines.append(f"  differences: {s['mismatches']:,} unexplained, {s['known']:,} known (docs/fuzz-findings.md)")
         known: dict[tuple, list] = {}
         for mismatch in p.mismatches:
             if mismatch.known:
@@ -288,7 +288,7 @@ def render_text(run: FuzzRun) -> str:
                 lines.append(f"        input: {', '.join(mismatch.changed)}")
         for (finding, rule, kind), found in sorted(known.items()):
             first = found[0]
-            lines.append(f"    [known {finding}] {rule} {kind} on {len(found)} shape(s), e.g. {first.shape}: {first.detail}"
+            lines.append(f"    [known {finding}] {rule} {kind} on {len(found):,} shape(s), e.g. {first.shape}: {first.detail}"
                          + (f"; input: {', '.join(first.changed)}" if first.changed else ""))
         lines.append(f"  rules never compared: {', '.join(p.never_compared(all_rules())) or 'none'}")
     a = run.ablation
@@ -301,9 +301,9 @@ def render_text(run: FuzzRun) -> str:
             if not results:
                 continue
             if verdict == "necessary":
-                lines.append(f"  necessary ({len(results)}): {', '.join(r.rule for r in results)}")
+                lines.append(f"  necessary ({len(results):,}): {', '.join(r.rule for r in results)}")
                 continue
-            lines.append(f"  {verdict} ({len(results)}):")
+            lines.append(f"  {verdict} ({len(results):,}):")
             for result in results:
                 lines.append(f"    {result.rule}: {result.reason}")
     if run.notes:

@@ -82,7 +82,7 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
         return "\n".join(lines) + "\n"
 
     groups = result["groups"]
-    lines.append(f"KV cache groups ({len(groups)}), layout {result.get('kv_cache_layout')}:")
+    lines.append(f"KV cache groups ({len(groups):,}), layout {result.get('kv_cache_layout')}:")
     header = f"  {'#':>3}  {'spec':<26} {'layers':>6} {'block':>8} {'page bytes':>14} {'blocks/req':>10}  first layer"
     lines.append(header)
     for i, group in enumerate(groups):
@@ -122,9 +122,9 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
     views = result.get("worker_views") or []
     if views:
         lines.append("")
-        lines.append(f"Worker views ({len(views)} attention groups on a small pool):")
+        lines.append(f"Worker views ({len(views):,} attention groups on a small pool):")
         for view in views:
-            more = f" (+{len(view['layers']) - 1} layers)" if len(view["layers"]) > 1 else ""
+            more = f" (+{len(view['layers']) - 1:,} layers)" if len(view["layers"]) > 1 else ""
             table = view["kernel_block_table"]
             shown = table if len(table) <= 12 else [*table[:6], "...", *table[-3:]]
             lines.append(
@@ -208,7 +208,7 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
         totals = workload["totals"]
         lines.append("")
         lines.append(
-            f"Workload: {len(workload['requests'])} requests, {totals['steps']:,} steps, "
+            f"Workload: {len(workload['requests']):,} requests, {totals['steps']:,} steps, "
             f"{totals['request_steps']:,} request-steps, {totals['finished']:,} finished, "
             f"{totals['preemptions']:,} preemptions" + (" (truncated at max_steps)" if workload.get("truncated") else "")
         )
