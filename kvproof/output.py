@@ -66,11 +66,13 @@ def _check_target(path: Path) -> None:
         raise OutputError(f"{path}: the output path exists and is not a regular file")
 
 
-def _stage(path: Path, text: str, errors: str = "strict") -> str:
-    """Write ``text`` to a new temporary file beside ``path``; its name. Removed on failure."""
+def _stage(path: Path, text: str | bytes, errors: str = "strict") -> str:
+    """Write ``text`` (bytes: as they are, a picture) to a new temporary file beside ``path``; its
+    name. Removed on failure."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors=errors, newline="") as handle:
+        binary = isinstance(text, bytes)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors=errors, newline="")) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -88,8 +90,8 @@ def _remove_quietly(path: str | Path) -> None:
         pass
 
 
-def write_file(path: str | Path, text: str, errors: str = "strict") -> Path:
-    """Write one file atomically (``check -o``, ``explore -o``); the path written.
+def write_file(path: str | Path, text: str | bytes, errors: str = "strict") -> Path:
+    """Write one file atomically (``check -o``, ``explore -o``, ``simulate --plot``); the path written.
 
     The file's folder must exist (it is not created: a typo in ``-o`` should not make folders). The
     target may not be a symbolic link or a non-regular file."""

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..terminal import number
+
 EXIT_OK, EXIT_NO_OPTIMUM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
@@ -33,9 +35,9 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
 
     try:  # the template, read and loaded strictly like every document (bounded, LD diagnostics)
         load_path(template)
-    except InputError as exc:
+    except InputError as exc:  # diagnostics go to stdout, as every command's do (docs/cli.md)
         for diagnostic in exc.diagnostics:
-            sys.stderr.write(diagnostic.render() + "\n")
+            sys.stdout.write(diagnostic.render() + "\n")
         return EXIT_USAGE
     objective = minimize if minimize is not None else maximize
     option = "--minimize" if minimize is not None else "--maximize"
@@ -71,7 +73,7 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
         payload["document"] = json.loads(result.document) if result.document else None
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        value = "" if result.value is None else f" = {result.value}"
+        value = "" if result.value is None else f" = {number(result.value)}"
         sys.stdout.write(f"{result.status}: {direction} {result.objective}{value}\n")
         if result.changed:
             sys.stdout.write(f"changed: {', '.join(result.changed)}\n")
