@@ -2,7 +2,7 @@
 planner, by the symbolic, exhaustive and bisection routes, each checked against plain loops over
 ``kvproof.sim.simulate_document``; what the search relied on, and its failures (exit 3); bad input
 (exit 2, never a traceback); the bundled geometries of the seed's two models; determinism.
-vLLM's own verdicts on the answers are in tests/conformance/test_explore_geometry.py."""
+vLLM's own verdicts on the answers are in tests/conformance/test_explore_answers.py."""
 
 from __future__ import annotations
 
