@@ -51,11 +51,11 @@ def _agrees(oracle, simulate, report, geometry: dict) -> dict:
 
 
 def test_least_memory_admitting_one_max_len_request_of_glm53flash_tp4(capsys, oracle, simulate, report) -> None:
-    report = _explore(capsys, GLM, "--minimize", "doc.available_memory_bytes", "--open", "$.available_memory_bytes")
-    assert report["route"] == "symbolic"
-    least = report["value"]
-    assert report["document"]["available_memory_bytes"] == least
-    assert report["document"]["max_model_len"] == 1_048_576
+    answer = _explore(capsys, GLM, "--minimize", "doc.available_memory_bytes", "--open", "$.available_memory_bytes")
+    assert answer["route"] == "symbolic"
+    least = answer["value"]
+    assert answer["document"]["available_memory_bytes"] == least
+    assert answer["document"]["max_model_len"] == 1_048_576
     at_least = _agrees(oracle, simulate, report, _at(GLM, available_memory_bytes=least))
     assert at_least["status"] == "ok", at_least
     assert at_least["max_model_len"] == 1_048_576  # no auto-fit: the request is the full context
@@ -67,9 +67,9 @@ def test_least_memory_admitting_one_max_len_request_of_glm53flash_tp4(capsys, or
 
 
 def test_largest_max_model_len_the_bundled_memory_serves(capsys, oracle, simulate, report) -> None:
-    report = _explore(capsys, GLM, "--maximize", "doc.max_model_len", "--open", "$.max_model_len")
-    assert report["route"] == "bisection" and all(r["holds"] for r in report["relied_on"])
-    largest = report["value"]
+    answer = _explore(capsys, GLM, "--maximize", "doc.max_model_len", "--open", "$.max_model_len")
+    assert answer["route"] == "bisection" and all(r["holds"] for r in answer["relied_on"])
+    largest = answer["value"]
     assert _agrees(oracle, simulate, report, _at(GLM, max_model_len=largest))["status"] == "ok"
     beyond = _agrees(oracle, simulate, report, _at(GLM, max_model_len=largest + 1))
     assert beyond["status"] == "refused" and beyond["error"]["message"].startswith(MEMORY_REFUSAL)
@@ -78,17 +78,17 @@ def test_largest_max_model_len_the_bundled_memory_serves(capsys, oracle, simulat
 
 
 def test_first_prefix_match_unit_vllm_refuses(capsys, oracle, simulate, report) -> None:
-    report = _explore(capsys, GLM, "--minimize", "doc.prefix_match_unit", "--open", "$.prefix_match_unit=16..2176:16",
+    answer = _explore(capsys, GLM, "--minimize", "doc.prefix_match_unit", "--open", "$.prefix_match_unit=16..2176:16",
                       "--require", "plan.status == 'refused'")
-    first = report["value"]
+    first = answer["value"]
     assert _agrees(oracle, simulate, report, _at(GLM, prefix_match_unit=first))["status"] == "refused"
     for below in range(16, first, 16):
         assert _agrees(oracle, simulate, report, _at(GLM, prefix_match_unit=below))["status"] == "ok", below
 
 
 def test_least_memory_for_a_concurrency_of_minimax(capsys, oracle, simulate, report) -> None:
-    report = _explore(capsys, MINIMAX, "--minimize", "doc.available_memory_bytes", "--open", "$.available_memory_bytes",
+    answer = _explore(capsys, MINIMAX, "--minimize", "doc.available_memory_bytes", "--open", "$.available_memory_bytes",
                       "--require", "plan.status == 'ok' and plan.max_concurrency >= 512")
-    least = report["value"]
+    least = answer["value"]
     assert _agrees(oracle, simulate, report, _at(MINIMAX, available_memory_bytes=least))["max_concurrency"] >= 512
     assert _agrees(oracle, simulate, report, _at(MINIMAX, available_memory_bytes=least - 1))["max_concurrency"] < 512
