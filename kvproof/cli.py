@@ -504,22 +504,33 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="A file: write the optimal document there instead of stdout.")
+@click.option("--require", "requires", multiple=True,
+              help="Geometry templates: an expression over doc and plan every candidate must meet (repeatable) "
+                   "[default: plan.status == 'ok'].")
+@click.option("--max-plans", type=click.IntRange(min=1), default=None,
+              help="Geometry templates: most plans the search computes [default: 2000].")
 def explore(template: str, minimize: str | None, maximize: str | None, open_fields: tuple[str, ...], timeout: float,
-            rlimit: int | None, fmt: str, output: str | None) -> None:
+            rlimit: int | None, fmt: str, output: str | None, requires: tuple[str, ...], max_plans: int | None) -> None:
     """Optimize an expression over the open fields of a document template with z3 (every rule
     must accept the result). The expression is a formula over `doc` in kvproof's expression
     language, as for `kvproof claim` (docs/solver.md, "Expressions"); a refused or malformed one
     is exit 2 with its line:column. Exit 0 optimum found, 1 no optimum (no accepted document, or
     the objective is unbounded), 2 usage or bad input, 3 unknown (a solver limit).
 
+    A geometry template is explored over the planner itself: --open PATH[=LO..HI[:STEP] or
+    =V1,V2,...], expressions over `doc` and `plan` (its `simulate --format json`), --require
+    (default: vLLM starts); exit 3 also when a property the search relied on fails its check
+    (docs/solver.md, "Exploration over geometries").
+
     \b
     Examples:
       kvproof explore examples/minimax-m27-tp4/scheduler-dp0.json --minimize doc.cache.num_blocks --open '$.cache'
+      kvproof explore examples/geometries/glm53flash-tp4.json --minimize doc.available_memory_bytes --open '$.available_memory_bytes'
       kvproof explore examples/glm53flash-tp4/profile.json --minimize "Sum(If(g.kind == 'state', 0, g.page_size_bytes) for g in doc.resources.cache_groups) + doc.resources.runtime_memory.kv_cache_bytes" --open '$.resources.runtime_memory'"""
     _solver_interrupts()
     from .commands.explore import run
 
-    sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit))
+    sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit, requires, max_plans))
 
 
 def main(argv: list[str] | None = None) -> int:
