@@ -23,6 +23,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path, PurePosixPath
+from typing import Iterable
 
 __all__ = ["OutputError", "write_file", "OutputFolder", "MANIFEST", "failure"]
 
@@ -64,6 +65,29 @@ def _check_target(path: Path) -> None:
     st = _lstat(path)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise OutputError(f"{path}: the output path exists and is not a regular file")
+
+
+def check_destination(root: str | Path, names: Iterable[str]) -> None:
+    """Refuse now (``OutputError``) what writing ``names`` into ``root`` later would refuse: a root
+    that is not a folder, a link or a non-folder on the way, a target that is a link or not a
+    regular file. Creates nothing. A command that computes for minutes before its first write
+    (``prove --witness-dir``, ``claim --counterexample-dir``) calls it first."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise OutputError(f"{root}: the output path exists and is not a folder")
+    for name in names:
+        here = root
+        parts = PurePosixPath(name).parts
+        for part in parts[:-1]:
+            here = here / part
+            _refuse_link(here, "a folder inside the output folder")
+            st = _lstat(here)
+            if st is None:
+                break
+            if not stat.S_ISDIR(st.st_mode):
+                raise OutputError(f"{here}: exists and is not a folder")
+        else:
+            _check_target(here / parts[-1])
 
 
 def _stage(path: Path, text: str | bytes, errors: str = "strict") -> str:

@@ -172,3 +172,16 @@ def test_an_unwritable_output_is_exit_2_with_one_line(tmp_path, writer) -> None:
     run = _kvproof(*args)
     assert run.returncode == 2
     assert "cannot write" in _one_line_error(run)
+
+
+def test_a_linked_counterexample_folder_is_refused_before_any_claim_is_decided(tmp_path) -> None:
+    """As for witnesses: the destination is checked first, so the refusal costs no solving."""
+    other = tmp_path / "other"
+    other.mkdir()
+    folder = tmp_path / "C"
+    folder.mkdir()
+    (folder / "CL001").symlink_to(other)
+    run = _kvproof("claim", "--all", "--output", folder)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert "symbolic link" in _one_line_error(run)
+    assert run.stdout == ""  # no verdict: nothing was decided

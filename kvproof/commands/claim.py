@@ -64,6 +64,10 @@ def run(
         else:
             sys.stdout.write(f"unknown: {reason}\n")
         return EXIT_UNKNOWN
+    if counterexample_dir:  # refused now, not after the claims are decided
+        from ..output import check_destination
+
+        check_destination(counterexample_dir, [n for c in claims for n in (f"{c.id}.json", f"{c.id}/c.json")])
     config = Config(timeout=timeout)
     if rlimit is not None:
         config.rlimit = rlimit

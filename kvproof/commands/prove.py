@@ -61,6 +61,11 @@ def run(
         sys.stderr.write("kvproof prove: --jobs must be at least 1\n")
         return EXIT_USAGE
 
+    if witness_dir:  # refused now, not after minutes of proving (a witness is RULE.json or RULE/)
+        from ..output import check_destination
+
+        check_destination(witness_dir, [n for r in selected for n in (f"{r.id}.json", f"{r.id}/w.json")])
+
     if redundant:
         return _redundant(prover, selected, fmt, jobs, timings)
 
