@@ -9,18 +9,27 @@ Hypothesis.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 
 import click
+from click.core import ParameterSource
 
+from . import terminal
 from .output import OutputError
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 
 FORMATS = ["text", "json", "sarif", "junit", "github"]
+
+#: The solver budget every solver command (prove, claim, explore) shares (docs/cli.md): the
+#: wall-clock safety net per solver call, and the deterministic z3 resource limit that decides
+#: (kvproof.solver.engine.Config.rlimit; tests/test_flags.py holds the two equal).
+TIMEOUT = 120.0
+RLIMIT = 5_000_000
 
 
 class Seconds(click.ParamType):
@@ -108,6 +117,98 @@ def _is_interrupt(exc: BaseException | None) -> bool:
     return False
 
 
+# -- the shared vocabulary of options (docs/cli.md) -------------------------------------------
+
+def _reset_terminal(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """The group's ``--color``: every run starts from the defaults (an in-process caller runs
+    several), then takes the group's colour mode; a command's own ``--color`` overrides it."""
+    terminal.settings.color, terminal.settings.quiet = value or "auto", False
+
+
+def _set_color(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        terminal.settings.color = value
+
+
+def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        terminal.settings.quiet = True
+
+
+_COLOR_HELP = ("Colour the text report: auto (when stdout is a terminal and NO_COLOR is unset), always, never "
+               "[default: auto]. Other formats are never coloured.")
+
+
+def color_option(func):
+    return click.option("--color", type=click.Choice(terminal.COLOR_MODES), default=None, expose_value=False,
+                        is_eager=True, callback=_set_color, help=_COLOR_HELP)(func)
+
+
+def quiet_option(func):
+    return click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_set_quiet,
+                        help="Print only the verdict line of the text report (the exit code says the rest); "
+                             "no progress display.")(func)
+
+
+def reported(verdict=terminal.last_line, quiet: bool = True):
+    """A command whose stdout is a report: coloured on a terminal, and (``quiet``) shrunk to its
+    verdict line by ``--quiet`` (kvproof.terminal.report)."""
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with terminal.report(kwargs.get("fmt", "text"), verdict):
+                return func(*args, **kwargs)
+        params = wrapper.__dict__.setdefault("__click_params__", [])
+        before = len(params)
+        wrapper = color_option(wrapper)
+        wrapper = quiet_option(wrapper) if quiet else wrapper
+        params[:] = params[before:] + params[:before]  # listed after the command's own options
+        return wrapper
+    return decorate
+
+
+def deprecated_alias(old: str, new: str, dest: str, **kwargs):
+    """The old spelling of a renamed option: hidden, still works, and warns on stderr. Giving
+    both spellings is a usage error."""
+    alias = f"{dest}__{old.lstrip('-').replace('-', '_')}"
+
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kw):
+            value = kw.pop(alias)
+            if value is not None:
+                ctx = click.get_current_context()
+                if ctx.get_parameter_source(dest) is ParameterSource.COMMANDLINE:
+                    raise click.UsageError(f"give {new} or its old spelling {old}, not both", ctx)
+                click.echo(f"kvproof {ctx.info_name}: {old} is deprecated; use {new}", err=True)
+                kw[dest] = value
+            return func(*args, **kw)
+        return click.option(old, alias, hidden=True, default=None, **kwargs)(wrapper)
+    return decorate
+
+
+def timeout_option(what: str = "per solver call"):
+    return click.option("--timeout", type=SECONDS, default=TIMEOUT, show_default=True,
+                        help=f"Wall-clock safety net {what} (the budget that decides, the same on every run, "
+                             "is --rlimit).")
+
+
+def rlimit_option(what: str = "per solver call"):
+    return click.option("--rlimit", type=click.IntRange(min=1), default=None,
+                        help=f"Deterministic z3 resource limit {what} [default: {RLIMIT:,}].")
+
+
+def jobs_option(what: str):
+    return click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+                        envvar="KVPROOF_JOBS", show_envvar=True, help=f"Processes for {what}.")
+
+
+def examples_option(func):
+    return click.option("--examples", type=click.Path(file_okay=False),
+                        help="A folder of example documents (DIR/*/*.json) the shapes come from "
+                             "[default: KVPROOF_EXAMPLES, else the bundled examples].")(func)
+
+
 #: Set once SIGINT arrived during a solver command: whatever the command raises then (z3's
 #: ``canceled``), it ends with 130.
 _SIGINT = threading.Event()
@@ -129,14 +230,21 @@ def _examples_problems(examples: str) -> list[str]:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kvproof")
+@click.option("--color", type=click.Choice(terminal.COLOR_MODES), default=None, expose_value=False,
+              is_eager=True, callback=_reset_terminal, help=_COLOR_HELP)
 def cli() -> None:
-    """Prove or refute the KV-cache allocation rules of vLLM 0.33.0."""
+    """Prove or refute the KV-cache allocation rules of vLLM 0.33.0.
+
+    Reports go to stdout, diagnostics and refusals with them; usage errors, warnings and progress
+    go to stderr (docs/cli.md)."""
 
 
 @cli.command()
+@reported()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="A file: write the report there instead of stdout.")
 @click.option("--probe", multiple=True, type=click.Path(),
               help="Records of the accepted probe; each phase checked is compared with them.")
 def check(paths: tuple[str, ...], fmt: str, output: str | None, probe: tuple[str, ...]) -> None:
@@ -151,13 +259,18 @@ def check(paths: tuple[str, ...], fmt: str, output: str | None, probe: tuple[str
 
 
 @cli.command()
+@reported(quiet=False)
 @click.argument("geometry", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--tp", type=click.IntRange(min=1), default=None, help="GEOMETRY is a config.json: tensor-parallel size.")
 @click.option("--pp", type=click.IntRange(min=1), default=None, help="GEOMETRY is a config.json: pipeline-parallel size.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="GEOMETRY is a config.json: a top-level geometry field (see `kvproof geometry`).")
-def simulate(geometry: str, fmt: str, tp: int | None, pp: int | None, settings: tuple[str, ...]) -> None:
+@click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.svg|FILE.png",
+              help="Also draw the plan (and the requests over time, with a simulate block) to this picture "
+                   "(needs `pip install 'kvproof[plot]'`).")
+def simulate(geometry: str, fmt: str, tp: int | None, pp: int | None, settings: tuple[str, ...],
+             plot: str | None) -> None:
     """Plan a geometry as vLLM 0.33.0 does at start-up (groups, pool, concurrency, block sizes).
 
     GEOMETRY may also be a Hugging Face config.json (or its folder): it is turned into a geometry
@@ -165,8 +278,8 @@ def simulate(geometry: str, fmt: str, tp: int | None, pp: int | None, settings: 
     from .commands.simulate import run, run_config
 
     if tp is not None or pp is not None or settings:
-        sys.exit(run_config(geometry, tp or 1, pp or 1, settings, fmt))
-    sys.exit(run(geometry, fmt))
+        sys.exit(run_config(geometry, tp or 1, pp or 1, settings, fmt, plot=plot))
+    sys.exit(run(geometry, fmt, plot=plot))
 
 
 @cli.command(name="geometry")
@@ -175,7 +288,8 @@ def simulate(geometry: str, fmt: str, tp: int | None, pp: int | None, settings: 
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel size.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="A top-level geometry field (VALUE as JSON, else a string); repeatable.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the geometry here.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="A file: write the geometry there instead of stdout.")
 def geometry_command(config: str, tp: int, pp: int, settings: tuple[str, ...], output: str | None) -> None:
     """The geometry of a Hugging Face config.json (or a folder holding one): the KV cache spec
     each layer of vLLM 0.33.0's model reports at this TP/PP (docs/geometry-from-config.md).
@@ -186,8 +300,10 @@ def geometry_command(config: str, tp: int, pp: int, settings: tuple[str, ...], o
 
 
 @cli.command()
+@reported(quiet=False)
 @click.argument("geometry", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Directory for the records.")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="A folder: write the records there (made if missing).")
 def synth(geometry: str, output: str) -> None:
     """Write the worker and scheduler records vLLM 0.33.0 would write for a geometry."""
     from .commands.synth import run
@@ -196,8 +312,10 @@ def synth(geometry: str, output: str) -> None:
 
 
 @cli.command(name="import")
+@reported()
 @click.argument("phase_dirs", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the profile here (only when every rule accepts).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="A file: write the profile there (only when every rule accepts).")
 @click.option("--verify", type=click.Path(dir_okay=False), help="Check this profile against the records instead.")
 @click.option("--probe", multiple=True, type=click.Path(), help="Records of the accepted probe; each phase is compared with them.")
 @click.option("--model", help="The model name, when the records name none.")
@@ -215,6 +333,7 @@ def import_command(phase_dirs: tuple[str, ...], output: str | None, verify: str 
 
 
 @cli.command(name="plan")
+@reported(quiet=False)
 @click.argument("profile", type=click.Path(dir_okay=False))
 @click.option("--tokens", type=click.IntRange(min=1), default=None, help="Request length [default: max_model_len].")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -227,6 +346,7 @@ def plan_command(profile: str, tokens: int | None, fmt: str) -> None:
 
 
 @cli.command(name="rules")
+@reported(quiet=False)
 @click.argument("ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--explain", metavar="ID", help="Print the rule's page: what it checks, why, examples, the solver's verdict.")
@@ -250,26 +370,30 @@ def schema(kind: str) -> None:
 
 
 @cli.command()
+@reported(verdict=terminal.line_starting("FAILED: ", "ok: "))
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--campaign", type=click.Choice(["mutation", "parity", "ablation", "all"]), default="all",
               show_default=True)
-@click.option("--examples", type=click.IntRange(min=0), default=50, show_default=True,
+@click.option("-n", "--count", "examples", type=click.IntRange(min=0), default=50, show_default=True,
               help="Random edits per document, parity inputs and random geometries.")
+@deprecated_alias("--examples", "--count", "examples", type=click.IntRange(min=0))
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed gives the same report.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
-@click.option("--out", default=None, type=click.Path(file_okay=False),
-              help="Directory for the documents that reproduce failures [default: a new temporary one].")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Processes for the mutants.")
+@click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
+              help="A folder: write the documents that reproduce failures there [default: a new temporary one, "
+                   "made only when something fails].")
+@deprecated_alias("--out", "--output", "out", type=click.Path(file_okay=False))
+@jobs_option("the mutation campaign")
 @click.option("--strict", is_flag=True, help="Known gaps and known parity differences fail too.")
 @click.option("--fixtures", type=click.Path(file_okay=False), help="Rule fixtures for ablation (default tests/rules).")
 @click.option("--geometries", type=click.IntRange(min=0), default=None,
-              help="Random geometries synthesized into records that must be accepted [default: --examples].")
+              help="Random geometries synthesized into records that must be accepted [default: --count].")
 @click.option("--exhaustive", is_flag=True, help="Edit every element of every list and mapping (slow).")
-def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None, jobs: int,
-         strict: bool, fixtures: str | None, geometries: int | None, exhaustive: bool) -> None:
+def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None,
+         jobs: int, strict: bool, fixtures: str | None, geometries: int | None, exhaustive: bool) -> None:
     """Fuzz the rules: single-field mutations of valid records and profiles (PATHs; default the
     bundled examples), concrete/z3 parity, and rule ablation. Exit 0 ok, 1 failures (each written
-    to --out with the `kvproof check` command that reproduces it), 2 bad input."""
+    to --output with the `kvproof check` command that reproduces it), 2 bad input."""
     _solver_interrupts()
     from .commands.fuzz import run
 
@@ -277,24 +401,25 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 
 
 @cli.command()
+@reported()
 @click.argument("rule_ids", nargs=-1)
 @click.option("--all", "all_rules", is_flag=True, help="Every rule of the registry.")
 @click.option("--max-shape", help="Shape bound [default: groups=2,layers=2,workers=2,mutations=60].")
-@click.option("--timeout", type=SECONDS, default=60.0, show_default=True,
-              help="Wall-clock safety net per solver call (the budget that decides is --rlimit).")
-@click.option("--rlimit", type=click.IntRange(min=1), default=None,
-              help="Deterministic z3 resource limit per solver call [default: 5000000].")
+@timeout_option()
+@rlimit_option()
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True,
               help="sarif/github: contrary and unknown verdicts only (run --table and --redundant in text or json).")
-@click.option("--witness-dir", type=click.Path(file_okay=False), help="Write every witness here (RULE.json or RULE/).")
+@click.option("-o", "--output", "witness_dir", type=click.Path(file_okay=False),
+              help="A folder: write every witness there (RULE.json or RULE/).")
+@deprecated_alias("--witness-dir", "--output", "witness_dir", type=click.Path(file_okay=False))
 @click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")
-@click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Processes [default: KVPROOF_JOBS or 1].")
+@examples_option
+@jobs_option("the rules (one rule per process)")
 @click.option("--table", is_flag=True,
               help="Prove the state support table instead: every row reachable, rows disjoint, the table total.")
 @click.option("--timings", is_flag=True, help="Add each rule's seconds to the report (they differ run to run).")
 def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
-          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int | None,
+          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int,
           table: bool, timings: bool) -> None:
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
@@ -316,19 +441,20 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
 
 
 @cli.command()
+@reported()
 @click.argument("expression", required=False)
 @click.option("--kind", type=click.Choice(["profile", "worker", "scheduler", "bundle"]), default=None,
               help="Document kind the expression is about (default: the claim's or profile).")
 @click.option("--claims", "claims_file", type=click.Path(dir_okay=False), help="A Python file of @claim functions.")
 @click.option("--all", "all_claims", is_flag=True, help="Every shipped claim.")
 @click.option("--max-shape", help="Shape bound, e.g. groups=2,layers=2.")
-@click.option("--timeout", type=SECONDS, default=120.0, show_default=True,
-              help="Wall-clock safety net per solver call (the budget is --rlimit, the same on every run).")
-@click.option("--rlimit", type=click.IntRange(min=1), default=None,
-              help="Deterministic z3 resource limit per solver call [default: 40000000].")
+@timeout_option()
+@rlimit_option()
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
-@click.option("--counterexample-dir", type=click.Path(file_okay=False), help="Write counterexamples here.")
-@click.option("--examples", type=click.Path(file_okay=False), help="Example documents the shapes come from.")
+@click.option("-o", "--output", "counterexample_dir", type=click.Path(file_okay=False),
+              help="A folder: write the counterexamples there.")
+@deprecated_alias("--counterexample-dir", "--output", "counterexample_dir", type=click.Path(file_okay=False))
+@examples_option
 @click.option("--timings", is_flag=True, help="Add each claim's seconds to the report (they differ run to run).")
 def claim(expression: str | None, kind: str | None, claims_file: str | None, all_claims: bool, max_shape: str | None,
           timeout: float, rlimit: int | None, fmt: str, counterexample_dir: str | None, examples: str | None,
@@ -368,32 +494,43 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
 
 
 @cli.command()
+@reported(verdict=terminal.first_line)
 @click.argument("template", type=click.Path(dir_okay=False))
 @click.option("--minimize", "minimize", help="Expression to minimize.")
 @click.option("--maximize", "maximize", help="Expression to maximize.")
 @click.option("--open", "open_fields", multiple=True, help="JSON path of a field the optimizer may change (repeatable).")
-@click.option("--timeout", type=SECONDS, default=120.0, show_default=True,
-              help="Wall-clock safety net for the optimizer (the budget is --rlimit, the same on every run).")
-@click.option("--rlimit", type=click.IntRange(min=1), default=None,
-              help="Deterministic z3 resource limit of the optimizer [default: 40000000].")
+@timeout_option("for the optimizer")
+@rlimit_option("of the optimizer")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the optimal document here.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="A file: write the optimal document there instead of stdout.")
+@click.option("--require", "requires", multiple=True,
+              help="Geometry templates: an expression over doc and plan every candidate must meet (repeatable) "
+                   "[default: plan.status == 'ok'].")
+@click.option("--max-plans", type=click.IntRange(min=1), default=None,
+              help="Geometry templates: most plans the search computes [default: 2000].")
 def explore(template: str, minimize: str | None, maximize: str | None, open_fields: tuple[str, ...], timeout: float,
-            rlimit: int | None, fmt: str, output: str | None) -> None:
+            rlimit: int | None, fmt: str, output: str | None, requires: tuple[str, ...], max_plans: int | None) -> None:
     """Optimize an expression over the open fields of a document template with z3 (every rule
     must accept the result). The expression is a formula over `doc` in kvproof's expression
     language, as for `kvproof claim` (docs/solver.md, "Expressions"); a refused or malformed one
     is exit 2 with its line:column. Exit 0 optimum found, 1 no optimum (no accepted document, or
     the objective is unbounded), 2 usage or bad input, 3 unknown (a solver limit).
 
+    A geometry template is explored over the planner itself: --open PATH[=LO..HI[:STEP] or
+    =V1,V2,...], expressions over `doc` and `plan` (its `simulate --format json`), --require
+    (default: vLLM starts); exit 3 also when a property the search relied on fails its check
+    (docs/solver.md, "Exploration over geometries").
+
     \b
     Examples:
       kvproof explore examples/minimax-m27-tp4/scheduler-dp0.json --minimize doc.cache.num_blocks --open '$.cache'
+      kvproof explore examples/geometries/glm53flash-tp4.json --minimize doc.available_memory_bytes --open '$.available_memory_bytes'
       kvproof explore examples/glm53flash-tp4/profile.json --minimize "Sum(If(g.kind == 'state', 0, g.page_size_bytes) for g in doc.resources.cache_groups) + doc.resources.runtime_memory.kv_cache_bytes" --open '$.resources.runtime_memory'"""
     _solver_interrupts()
     from .commands.explore import run
 
-    sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit))
+    sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit, requires, max_plans))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path, PurePosixPath
+from typing import Iterable
 
 __all__ = ["OutputError", "write_file", "OutputFolder", "MANIFEST", "failure"]
 
@@ -66,11 +67,36 @@ def _check_target(path: Path) -> None:
         raise OutputError(f"{path}: the output path exists and is not a regular file")
 
 
-def _stage(path: Path, text: str, errors: str = "strict") -> str:
-    """Write ``text`` to a new temporary file beside ``path``; its name. Removed on failure."""
+def check_destination(root: str | Path, names: Iterable[str]) -> None:
+    """Refuse now (``OutputError``) what writing ``names`` into ``root`` later would refuse: a root
+    that is not a folder, a link or a non-folder on the way, a target that is a link or not a
+    regular file. Creates nothing. A command that computes for minutes before its first write
+    (``prove --witness-dir``, ``claim --counterexample-dir``) calls it first."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise OutputError(f"{root}: the output path exists and is not a folder")
+    for name in names:
+        here = root
+        parts = PurePosixPath(name).parts
+        for part in parts[:-1]:
+            here = here / part
+            _refuse_link(here, "a folder inside the output folder")
+            st = _lstat(here)
+            if st is None:
+                break
+            if not stat.S_ISDIR(st.st_mode):
+                raise OutputError(f"{here}: exists and is not a folder")
+        else:
+            _check_target(here / parts[-1])
+
+
+def _stage(path: Path, text: str | bytes, errors: str = "strict") -> str:
+    """Write ``text`` (bytes: as they are, a picture) to a new temporary file beside ``path``; its
+    name. Removed on failure."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors=errors, newline="") as handle:
+        binary = isinstance(text, bytes)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors=errors, newline="")) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -88,8 +114,8 @@ def _remove_quietly(path: str | Path) -> None:
         pass
 
 
-def write_file(path: str | Path, text: str, errors: str = "strict") -> Path:
-    """Write one file atomically (``check -o``, ``explore -o``); the path written.
+def write_file(path: str | Path, text: str | bytes, errors: str = "strict") -> Path:
+    """Write one file atomically (``check -o``, ``explore -o``, ``simulate --plot``); the path written.
 
     The file's folder must exist (it is not created: a typo in ``-o`` should not make folders). The
     target may not be a symbolic link or a non-regular file."""

@@ -100,12 +100,16 @@ def render_text(results: list[FileResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _summary(results: list[FileResult]) -> str:
+def _summary(results: list[FileResult], person: bool = True) -> str:
+    """The verdict line; ``person``: counts with thousands separators (the text report; a CI log's
+    github lines keep plain digits)."""
     counts = {status: sum(1 for r in results if r.status == status) for status in ("accepted", "refused", "bad_input", "skipped")}
+    n = "{:,}".format if person else str
     head = "" if results else "no documents found\n"
     return head + (
-        f"{len(results)} document(s): {counts['accepted']} accepted, {counts['refused']} refused, "
-        f"{counts['bad_input']} bad input" + (f", {counts['skipped']} skipped (geometry: use kvproof simulate)" if counts["skipped"] else "")
+        f"{n(len(results))} document(s): {n(counts['accepted'])} accepted, {n(counts['refused'])} refused, "
+        f"{n(counts['bad_input'])} bad input"
+        + (f", {n(counts['skipped'])} skipped (geometry: use kvproof simulate)" if counts["skipped"] else "")
     )
 
 
@@ -269,7 +273,7 @@ def render_github(results: list[FileResult], summary: str | None = None) -> str:
         if result.status == "skipped":
             lines.append(github_command("notice", "geometry document: use kvproof simulate", result.file,
                                         title="skipped"))
-    lines.append(_summary(results) if summary is None else summary)
+    lines.append(_summary(results, person=False) if summary is None else summary)
     return "\n".join(lines) + "\n"
 
 

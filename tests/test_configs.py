@@ -14,6 +14,7 @@ from kvproof.configs import ARCHITECTURES, geometry_from_config
 from kvproof.configs.common import derived_max_model_len, pp_ranges
 from kvproof.configs.hf import HFConfig
 from kvproof.diagnostics import InputError
+from kvproof.sim import simulate_document
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = ROOT / "tests" / "configs" / "meta-llama--Llama-3.3-70B-Instruct"
@@ -92,11 +93,17 @@ def test_unknown_architecture_lists_the_supported_ones(tmp_path):
     assert all(arch in result.stderr for arch in ARCHITECTURES) and "Traceback" not in result.stderr
 
 
-def test_removed_architecture_is_vllms_text(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(dict(_llama(), architectures=["BambaForCausalLM"])))
+def test_bamba_is_vllms_transformers_backend_refusal(tmp_path):
+    """vLLM 0.33.0 builds a Bamba config on its Transformers backend, which refuses the first Mamba
+    layer of the rank (model_executor/models/transformers/base.py:630-640)."""
+    config = dict(_llama(), architectures=["BambaForCausalLM"], attn_layer_indices=[0, 9, 18, 27])
+    (tmp_path / "config.json").write_text(json.dumps(config))
     result = _kvproof("geometry", str(tmp_path))
-    assert result.returncode == 2
-    assert "Model architecture BambaForCausalLM was supported in vLLM until v0.23.0" in result.stderr
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert ("HF003 $.attn_layer_indices: Layer 1 (linear_attention) does not dispatch through the Transformers "
+            "attention interface and vLLM has no other way to handle it.") in result.stderr
+    result = _kvproof("geometry", str(tmp_path), "--tp", "3")
+    assert "must be divisible by tensor parallel size (3)." in result.stderr  # the config check comes first
 
 
 def test_missing_key_and_bad_tp_are_diagnostics(tmp_path):
@@ -183,7 +190,7 @@ def test_nemotron_h_follows_the_pattern_with_mamba2_states_per_rank():
         geometry_from_config(dict(config, hybrid_override_pattern="MX"))
 
 
-def test_qwen3_next_gdn_states_per_rank_and_align_mode_refused():
+def test_qwen3_next_gdn_states_per_rank_and_align_mode():
     config = _config("Qwen--Qwen3-Next-80B-A3B-Thinking")
     layers = _by_index(geometry_from_config(config, 4, settings={"enable_prefix_caching": False}))
     gdn, attention = layers[0], layers[3]
@@ -194,19 +201,48 @@ def test_qwen3_next_gdn_states_per_rank_and_align_mode_refused():
     assert (attention["spec"], attention["name"], attention["num_kv_heads"], attention["head_size"]) == (
         "FullAttentionSpec", "model.layers.{i}.self_attn.attn", 1, 256)
     assert [layers[i]["spec"] for i in range(8)] == (["MambaSpec"] * 3 + ["FullAttentionSpec"]) * 2
-    with pytest.raises(InputError, match="HF002 .*mapped for mamba_cache_mode none only"):
-        geometry_from_config(config, 4)
-    with pytest.raises(InputError, match="HF002"):
-        geometry_from_config(config, 4, settings={"enable_prefix_caching": False, "mamba_cache_mode": "align"})
+    # Without prefix caching vLLM runs mamba_cache_mode none whatever the setting (models/config.py:781-785).
+    forced = geometry_from_config(config, 4, settings={"enable_prefix_caching": False, "mamba_cache_mode": "align"})
+    assert "prefill_checkpoint_alignment" not in _by_index(forced)[0]
+    # Align mode: the layers' checkpoint alignment (64) goes to the platform, the grid to the spec.
+    geometry = geometry_from_config(config, 4, settings={"available_memory_bytes": 80 << 30})
+    block = simulate_document(geometry)["platform_alignment"]["mamba_block_size"]
+    gdn = _by_index(geometry)[0]
+    assert (gdn["num_prefill_checkpoint_blocks"], gdn["prefill_checkpoint_alignment"]) == (1, block)
+    assert block % 64 == 0 and block > 64
+    assert geometry["platform_alignment"]["mamba_prefill_checkpoint_alignment"] == 64
+    unit = geometry_from_config(config, 4, settings={"available_memory_bytes": 80 << 30, "prefix_match_unit": 48})
+    assert _by_index(unit)[0]["prefill_checkpoint_alignment"] == 192  # lcm(48, 64)
 
 
-def test_deepseek_with_an_indexer_is_refused_not_guessed():
+def test_deepseek_sparse_mla_and_its_indexer():
     config = _config("deepseek-ai--DeepSeek-V3")
     assert {e["spec"] for e in geometry_from_config(config, 8)["layers"]} == {"MLAAttentionSpec"}
-    with pytest.raises(InputError, match=r"HF002 \$\.index_topk: .*sparse MLA"):
+    with pytest.raises(InputError, match=r"HF001 \$\.index_head_dim: required key is missing"):
         geometry_from_config(dict(config, index_topk=2048))
-    with pytest.raises(InputError, match="HF002 .*not in kvproof's table"):
-        geometry_from_config(_config("deepseek-ai--DeepSeek-V3.2"))
+    sparse = _config("deepseek-ai--DeepSeek-V3.2")
+    geometry = geometry_from_config(sparse, 8)
+    indexer, attention = geometry["layers"]
+    assert (indexer["name"], indexer["head_size"], indexer["dtype"], indexer["cache_role"],
+            indexer["block_stride_alignment"]) == (
+        "model.layers.{i}.self_attn.indexer.k_cache", 128 + 128 // 128 * 4, "uint8", "indexer", {"MultipleOf": 64})
+    assert (attention["head_size"], attention["topk_buffer_width"], attention["block_stride_alignment"],
+            attention["is_index_group_leader"]) == (576, 2048, 576 * 2, True)
+    assert geometry["platform_alignment"]["backend_names"] == ["DEEPSEEK_V32_INDEXER", "FLASH_ATTN_MLA_SPARSE"]
+    # IndexCache: with index_topk_freq 2 (offset 2) max(i - 1, 0) % 2 == 0 keeps the indexer on layers
+    # 0, 1, 3, 5, ... (models/deepseek_v32/attention.py:170-173)
+    entries = geometry_from_config(dict(sparse, index_topk_freq=2), 1)["layers"]
+    leaders = [0, *range(1, 61, 2)]
+    assert _indices(entries, "model.layers.{i}.self_attn.indexer.k_cache") == leaders
+    assert _indices([e for e in entries if e.get("is_index_group_leader")], "model.layers.{i}.self_attn.attn") == leaders
+    with pytest.raises(InputError, match=r"HF002 \$\.kv_lora_rank: .*FLASHINFER_MLA_SPARSE_SM90"):
+        geometry_from_config(dict(sparse, kv_lora_rank=448))
+
+
+def _indices(entries: list[dict], name: str) -> list[int]:
+    """The layer indices of the entries named ``name`` (ranges expanded)."""
+    return sorted(i for e in entries if e["name"] == name
+                  for i in (range(*e["range"]) if "range" in e else [e["index"]]))
 
 
 def _gemma_text(**keys) -> dict:

@@ -197,7 +197,7 @@ def test_claim_sarif_and_github_place_a_refuted_claim_at_its_counterexample(caps
     from kvproof.cli import main
 
     claim = "Sum(g.num_layers for g in doc.resources.cache_groups) >= 2"
-    args = ["claim", claim, "--kind", "profile", "--counterexample-dir", str(tmp_path)]
+    args = ["claim", claim, "--kind", "profile", "--output", str(tmp_path)]
     assert main([*args, "--format", "sarif"]) == 1
     sarif = _validate(capsys.readouterr().out)
     (result,) = sarif["runs"][0]["results"]

@@ -90,14 +90,14 @@ def test_check_output_does_not_write_through_a_link(tmp_path, capsys) -> None:
 
 
 def test_witness_dir_with_a_linked_rule_folder_deletes_nothing(tmp_path) -> None:
-    """`prove SC005 --witness-dir W` with W/SC005 a link to another folder deleted its *.json."""
+    """`prove SC005 -o W` with W/SC005 a link to another folder deleted its *.json."""
     other = tmp_path / "other"
     other.mkdir()
     (other / "keep.json").write_text("{}")
     witnesses = tmp_path / "W"
     witnesses.mkdir()
     (witnesses / "SC005").symlink_to(other)
-    run = _kvproof("prove", "SC005", "--witness-dir", witnesses)
+    run = _kvproof("prove", "SC005", "--output", witnesses)
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert "symbolic link" in _one_line_error(run)
     assert sorted(p.name for p in other.iterdir()) == ["keep.json"]
@@ -116,7 +116,7 @@ def test_write_documents_removes_only_its_own_stale_files(tmp_path) -> None:
 
 
 def test_fuzz_writes_nothing_into_the_working_folder(tmp_path, capsys, monkeypatch) -> None:
-    """A failure's documents go to a new temporary folder unless --out names one."""
+    """A failure's documents go to a new temporary folder unless --output names one."""
     from kvproof.fuzz import explained
 
     monkeypatch.setattr(explained, "VALID_VARIANTS",
@@ -127,7 +127,7 @@ def test_fuzz_writes_nothing_into_the_working_folder(tmp_path, capsys, monkeypat
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    assert main(["fuzz", "--campaign", "mutation", "--examples", "0", str(inputs)]) == 1
+    assert main(["fuzz", "--campaign", "mutation", "--count", "0", str(inputs)]) == 1
     out = capsys.readouterr().out
     assert list(work.iterdir()) == []
     reproduce = next(line for line in out.splitlines() if "reproduce: kvproof check" in line)
@@ -148,11 +148,11 @@ def test_fuzz_out_removes_only_its_own_artifacts(tmp_path, capsys, monkeypatch) 
     with monkeypatch.context() as patch:
         patch.setattr(explained, "VALID_VARIANTS",
                       tuple(v for v in explained.VALID_VARIANTS if (v.owner, v.field) != ("CacheGroup", "name")))
-        assert main(["fuzz", "--campaign", "mutation", "--examples", "0", "--out", str(out), str(inputs)]) == 1
+        assert main(["fuzz", "--campaign", "mutation", "--count", "0", "--output", str(out), str(inputs)]) == 1
     assert (out / "mutant-0001" / "profile.json").exists()
     (out / "mine").mkdir()
     (out / "mine" / "keep.json").write_text("{}")
-    assert main(["fuzz", "--campaign", "mutation", "--examples", "0", "--out", str(out), str(inputs)]) == 0
+    assert main(["fuzz", "--campaign", "mutation", "--count", "0", "--output", str(out), str(inputs)]) == 0
     capsys.readouterr()
     assert not (out / "mutant-0001").exists()
     assert (out / "mine" / "keep.json").read_text() == "{}"
@@ -172,3 +172,16 @@ def test_an_unwritable_output_is_exit_2_with_one_line(tmp_path, writer) -> None:
     run = _kvproof(*args)
     assert run.returncode == 2
     assert "cannot write" in _one_line_error(run)
+
+
+def test_a_linked_counterexample_folder_is_refused_before_any_claim_is_decided(tmp_path) -> None:
+    """As for witnesses: the destination is checked first, so the refusal costs no solving."""
+    other = tmp_path / "other"
+    other.mkdir()
+    folder = tmp_path / "C"
+    folder.mkdir()
+    (folder / "CL001").symlink_to(other)
+    run = _kvproof("claim", "--all", "--output", folder)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert "symbolic link" in _one_line_error(run)
+    assert run.stdout == ""  # no verdict: nothing was decided

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..terminal import tracked  # a progress bar on stderr when it is a terminal
+
 EXIT_OK, EXIT_REFUTED, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
@@ -62,12 +64,16 @@ def run(
         else:
             sys.stdout.write(f"unknown: {reason}\n")
         return EXIT_UNKNOWN
+    if counterexample_dir:  # refused now, not after the claims are decided
+        from ..output import check_destination
+
+        check_destination(counterexample_dir, [n for c in claims for n in (f"{c.id}.json", f"{c.id}/c.json")])
     config = Config(timeout=timeout)
     if rlimit is not None:
         config.rlimit = rlimit
     prover = Prover(bound=bound, config=config, examples=Path(examples) if examples else None)
     results = []
-    for target in claims:
+    for target in tracked(claims, "claim", len(claims), lambda c: c.id, finished=False):
         try:
             result = prove_claim(target, prover)
         except ExpressionError as exc:
@@ -82,7 +88,7 @@ def run(
             line = f"{result.claim}  {result.verdict:<8} (expect {result.expect}){clock}  {result.text}"
             sys.stdout.write(line + "\n")
             if result.verdict == "refuted":
-                where = result.counterexample or "(pass --counterexample-dir to keep it)"
+                where = result.counterexample or "(pass -o DIR to keep it)"
                 sys.stdout.write(f"       counterexample ({result.shape}): {where}\n")
                 if not result.counterexample:
                     for file, text in result.documents:
@@ -94,6 +100,8 @@ def run(
         sys.stdout.write(json.dumps({"claims": [r.to_json(timings) for r in results]}, indent=2) + "\n")
     elif fmt in ("sarif", "github"):
         sys.stdout.write(render_findings(results, fmt))
+    else:  # the verdict line (all --quiet keeps)
+        sys.stdout.write(summary(results) + "\n")
     if any(r.contrary for r in results):
         return EXIT_REFUTED
     if any(r.verdict == "unknown" for r in results):
@@ -107,8 +115,13 @@ def render_findings(results: list, fmt: str) -> str:
 
     rules = {r.claim: RuleInfo(r.claim, "claim", r.text, f"{r.text} (expect {r.expect})", {"expect": r.expect})
              for r in results}
-    summary = (f"{len(results)} claim(s): {sum(r.verdict == r.expect for r in results)} as expected, "
-               f"{sum(r.contrary for r in results)} contrary, {sum(r.verdict == 'unknown' for r in results)} unknown")
     items = [(r.claim, r.verdict, r.expect, r.contrary, f"{r.text}; {r.reason}" if r.reason else r.text, r.counterexample)
              for r in results]
-    return render_verdicts(items, fmt, "claim", list(rules.values()), summary)
+    return render_verdicts(items, fmt, "claim", list(rules.values()), summary(results, person=False))
+
+
+def summary(results: list, person: bool = True) -> str:
+    """The verdict line; ``person``: counts with thousands separators (not in sarif/github)."""
+    n = "{:,}".format if person else str
+    return (f"{n(len(results))} claim(s): {n(sum(r.verdict == r.expect for r in results))} as expected, "
+            f"{n(sum(r.contrary for r in results))} contrary, {n(sum(r.verdict == 'unknown' for r in results))} unknown")

@@ -12,11 +12,14 @@ import json
 import sys
 from pathlib import Path
 
+from ..terminal import number
+
 EXIT_OK, EXIT_NO_OPTIMUM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
 def run(template: str, minimize: str | None, maximize: str | None, open_fields: tuple[str, ...], timeout: float = 120.0,
-        fmt: str = "text", output: str | None = None, rlimit: int | None = None) -> int:
+        fmt: str = "text", output: str | None = None, rlimit: int | None = None, requires: tuple[str, ...] = (),
+        max_plans: int | None = None) -> int:
     if (minimize is None) == (maximize is None):
         sys.stderr.write("kvproof explore: give exactly one of --minimize EXPR or --maximize EXPR\n")
         return EXIT_USAGE
@@ -32,10 +35,19 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     from ..solver.expression import ExpressionError, parse
 
     try:  # the template, read and loaded strictly like every document (bounded, LD diagnostics)
-        load_path(template)
-    except InputError as exc:
+        document = load_path(template)
+    except InputError as exc:  # diagnostics go to stdout, as every command's do (docs/cli.md)
         for diagnostic in exc.diagnostics:
-            sys.stderr.write(diagnostic.render() + "\n")
+            sys.stdout.write(diagnostic.render() + "\n")
+        return EXIT_USAGE
+    if document.kind == "geometry":  # over the planner itself (kvproof.solver.explore_geometry)
+        from .explore_geometry import run as run_geometry
+
+        return run_geometry(template, minimize if minimize is not None else maximize or "",
+                            "minimize" if minimize is not None else "maximize", open_fields, requires, max_plans,
+                            timeout, fmt, output, rlimit)
+    if requires or max_plans is not None:
+        sys.stderr.write("kvproof explore: --require and --max-plans apply to geometry templates\n")
         return EXIT_USAGE
     objective = minimize if minimize is not None else maximize
     option = "--minimize" if minimize is not None else "--maximize"
@@ -71,7 +83,7 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
         payload["document"] = json.loads(result.document) if result.document else None
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        value = "" if result.value is None else f" = {result.value}"
+        value = "" if result.value is None else f" = {number(result.value)}"
         sys.stdout.write(f"{result.status}: {direction} {result.objective}{value}\n")
         if result.changed:
             sys.stdout.write(f"changed: {', '.join(result.changed)}\n")

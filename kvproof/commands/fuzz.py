@@ -1,7 +1,7 @@
 """``kvproof fuzz``: the mutation, parity and ablation campaigns (issue #7).
 
 Imports Hypothesis and z3 (through :mod:`kvproof.fuzz`), so only this command pays for them.
-Every failure is written to ``--out`` (default: a new temporary folder, made only when there is a
+Every failure is written to ``-o/--output`` (default: a new temporary folder, made only when there is a
 failure, and named in the report) as the documents that show it, with the ``kvproof check``
 command that reproduces it. The files go through :class:`kvproof.output.OutputFolder`: staged,
 then committed together; the next run into the same folder removes only what kvproof wrote there.
@@ -9,11 +9,12 @@ then committed together; the next run into the same folder removes only what kvp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 
@@ -63,29 +64,14 @@ def default_paths() -> list[str]:
     return [str(root)] if root.is_dir() else []
 
 
-def _progress(label: str, enabled: bool) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
-    """A click progress bar on stderr when it is a terminal (update(done, total), finish())."""
+def _progress(label: str, enabled: bool):
+    """A progress bar on stderr (kvproof.terminal.progress) yielding ``update(done, total)``, or
+    None when ``enabled`` is false."""
     if not enabled:
-        return None, lambda: None
-    import click
+        return contextlib.nullcontext(None)
+    from ..terminal import progress
 
-    state: dict[str, Any] = {}
-
-    def update(done: int, total: int) -> None:
-        bar = state.get("bar")
-        if bar is None:
-            bar = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_pos=True)
-            bar.__enter__()
-            state["bar"], state["done"] = bar, 0
-        bar.update(done - state["done"])
-        state["done"] = done
-
-    def finish() -> None:
-        bar = state.pop("bar", None)
-        if bar is not None:
-            bar.__exit__(None, None, None)
-
-    return update, finish
+    return progress(f"fuzz {label}")
 
 
 class Artifacts:
@@ -135,42 +121,30 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
     out_dir = Artifacts(out)
 
     if campaign in ("mutation", "ablation", "all"):
-        update, finish = _progress("mutation", progress)
-        try:
+        with _progress("mutation", progress) as update:
             run.mutation = run_mutation(record_sets, geometry_inputs, random_count=examples, seed=seed, progress=update,
                                         strategy_geometries=(examples if geometries is None else geometries)
                                         if campaign in ("mutation", "all") else 0,
                                         jobs=jobs, exhaustive=exhaustive)
-        finally:
-            finish()
         _mutation_failures(run, out_dir)
 
     if campaign in ("parity", "all"):
         templates = parity_mod.shapes_from_sets(record_sets)
-        update, finish = _progress("parity shapes", progress)
         shapes = []
-        try:
+        with _progress("parity shapes", progress) as update:
             for number, (name, documents) in enumerate(templates):
                 shapes.append(parity_mod.build_shape(name, documents, rules))
                 if update:
                     update(number + 1, len(templates))
-        finally:
-            finish()
-        update, finish = _progress("parity", progress)
-        try:
+        with _progress("parity", progress) as update:
             run.parity = parity_mod.run_parity(shapes, rules, examples, seed, progress=update)
-        finally:
-            finish()
         _parity_failures(run, out_dir)
 
     if campaign in ("ablation", "all"):
         root = Path(fixtures) if fixtures else ablation_mod.default_fixtures()
         corpus = ablation_mod.fixture_corpus(root) + ablation_mod.mutation_corpus(run.mutation)
-        update, finish = _progress("ablation", progress)
-        try:
+        with _progress("ablation", progress) as update:
             run.ablation = ablation_mod.run_ablation(corpus, rules, progress=update)
-        finally:
-            finish()
         if root is None:
             run.notes.append("ablation: no rule fixtures found (use --fixtures DIR); the corpus is the mutants only")
         for result in run.ablation.failures:
@@ -224,7 +198,7 @@ def _mutation_failures(run: FuzzRun, out_dir: Artifacts) -> None:
                 f"kvproof synth {directory / 'geometry.json'} -o {directory / 'records'} && kvproof check {directory / 'records'}"))
     invalid = [r for r in report.synth if r.status == "invalid-geometry"]
     if invalid:
-        run.notes.append(f"{len(invalid)} geometries drawn by kvproof.fuzz.strategies do not load (skipped): "
+        run.notes.append(f"{len(invalid):,} geometries drawn by kvproof.fuzz.strategies do not load (skipped): "
                          f"{invalid[0].diagnostics[0] if invalid[0].diagnostics else ''}")
     if report.stale_gaps:
         run.notes.append(f"known gaps no mutant reached as a gap (fixed? remove them from kvproof/fuzz/explained.py): "
@@ -261,21 +235,21 @@ def _pairs(pairs) -> str:
 
 
 def render_text(run: FuzzRun) -> str:
-    lines = [f"kvproof fuzz: campaign {run.campaign}, seed {run.seed}, examples {run.examples}"]
+    lines = [f"kvproof fuzz: campaign {run.campaign}, seed {run.seed}, count {run.examples:,}"]
     m = run.mutation
     if m is not None:
         s = m.summary()
         lines.append("")
-        lines.append(f"mutation: {len(m.sets)} record set(s): {', '.join(m.sets) or 'none'}")
+        lines.append(f"mutation: {len(m.sets):,} record set(s): {', '.join(m.sets) or 'none'}")
         if m.twins:
-            lines.append(f"  TP-rank twins edited once: {len(m.twins)} worker record(s)")
-        lines.append(f"  single-field edits tried  {s['edits']:>7}  ({s['systematic']} systematic, {s['random']} random)")
-        lines.append(f"  refused                   {s['refused']:>7}  (loader LD: {s['refused_by_loader']}, rules: {s['refused_by_rule']})")
-        lines.append(f"  accepted                  {s['accepted']:>7}")
-        lines.append(f"    field no rule reads     {s['accepted_unread']:>7}  ({s['unread_keys']} fields)")
-        lines.append(f"    declared valid variant  {s['valid_variants']:>7}  ({s['valid_variant_kinds']} kinds)")
-        lines.append(f"    known gap               {s['known_gaps']:>7}  ({', '.join(s['known_gap_ids']) or 'none'}: docs/fuzz-findings.md)")
-        lines.append(f"    SURVIVING (unexplained) {s['surviving']:>7}")
+            lines.append(f"  TP-rank twins edited once: {len(m.twins):,} worker record(s)")
+        lines.append(f"  single-field edits tried  {s['edits']:>7,}  ({s['systematic']:,} systematic, {s['random']:,} random)")
+        lines.append(f"  refused                   {s['refused']:>7,}  (loader LD: {s['refused_by_loader']:,}, rules: {s['refused_by_rule']:,})")
+        lines.append(f"  accepted                  {s['accepted']:>7,}")
+        lines.append(f"    field no rule reads     {s['accepted_unread']:>7,}  ({s['unread_keys']:,} fields)")
+        lines.append(f"    declared valid variant  {s['valid_variants']:>7,}  ({s['valid_variant_kinds']:,} kinds)")
+        lines.append(f"    known gap               {s['known_gaps']:>7,}  ({', '.join(s['known_gap_ids']) or 'none'}: docs/fuzz-findings.md)")
+        lines.append(f"    SURVIVING (unexplained) {s['surviving']:>7,}")
         synth = m.synth
         if synth:
             counts: dict[str, int] = {}
@@ -298,11 +272,11 @@ def render_text(run: FuzzRun) -> str:
     if p is not None:
         s = p.summary()
         lines.append("")
-        lines.append(f"parity: {s['examples']} inputs over {s['shapes']} shapes, {s['instances']} rule instances compared, "
-                     f"{s['examples_per_second']} inputs/s (shapes built in {s['shape_seconds']} s)")
+        lines.append(f"parity: {s['examples']:,} inputs over {s['shapes']:,} shapes, {s['instances']:,} rule instances compared, "
+                     f"{s['examples_per_second']:,} inputs/s (shapes built in {s['shape_seconds']} s)")
         from ..rules.registry import all_rules
 
-        lines.append(f"  differences: {s['mismatches']} unexplained, {s['known']} known (docs/fuzz-findings.md)")
+        lines.append(f"  differences: {s['mismatches']:,} unexplained, {s['known']:,} known (docs/fuzz-findings.md)")
         known: dict[tuple, list] = {}
         for mismatch in p.mismatches:
             if mismatch.known:
@@ -314,22 +288,22 @@ def render_text(run: FuzzRun) -> str:
                 lines.append(f"        input: {', '.join(mismatch.changed)}")
         for (finding, rule, kind), found in sorted(known.items()):
             first = found[0]
-            lines.append(f"    [known {finding}] {rule} {kind} on {len(found)} shape(s), e.g. {first.shape}: {first.detail}"
+            lines.append(f"    [known {finding}] {rule} {kind} on {len(found):,} shape(s), e.g. {first.shape}: {first.detail}"
                          + (f"; input: {', '.join(first.changed)}" if first.changed else ""))
         lines.append(f"  rules never compared: {', '.join(p.never_compared(all_rules())) or 'none'}")
     a = run.ablation
     if a is not None:
         s = a.summary()
         lines.append("")
-        lines.append(f"ablation: {s['rules']} rules over {s['mutants']} refused mutants and {s['fixtures']} refused fixtures")
+        lines.append(f"ablation: {s['rules']:,} rules over {s['mutants']:,} refused mutants and {s['fixtures']:,} refused fixtures")
         for verdict in ("necessary", "guard", "redundant", "untested", "expected-dead", "dead-but-fired"):
             results = a.by_verdict(verdict)
             if not results:
                 continue
             if verdict == "necessary":
-                lines.append(f"  necessary ({len(results)}): {', '.join(r.rule for r in results)}")
+                lines.append(f"  necessary ({len(results):,}): {', '.join(r.rule for r in results)}")
                 continue
-            lines.append(f"  {verdict} ({len(results)}):")
+            lines.append(f"  {verdict} ({len(results):,}):")
             for result in results:
                 lines.append(f"    {result.rule}: {result.reason}")
     if run.notes:
@@ -337,7 +311,7 @@ def render_text(run: FuzzRun) -> str:
         lines += [f"note: {note}" for note in run.notes]
     lines.append("")
     if run.failures:
-        lines.append(f"FAILED: {len(run.failures)} failure(s)")
+        lines.append(f"FAILED: {len(run.failures):,} failure(s)")
         for failure in run.failures:
             lines.append(f"  [{failure.campaign}] {failure.title}")
             lines.append(f"      {failure.detail}")
@@ -420,6 +394,8 @@ def unloadable(paths: list[str]) -> list:
 
 def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None, jobs: int,
         strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False) -> int:
+    from ..terminal import progress_enabled
+
     chosen = list(paths) or default_paths()
     if not chosen:
         sys.stderr.write("kvproof fuzz: no PATH given and no bundled examples found\n")
@@ -435,7 +411,7 @@ def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: st
         return EXIT_BAD_INPUT
     try:
         result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,
-                         progress=sys.stderr.isatty(), geometries=geometries, exhaustive=exhaustive)
+                         progress=progress_enabled(), geometries=geometries, exhaustive=exhaustive)
     except InputError as exc:
         for diagnostic in exc.diagnostics:
             sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")

@@ -54,7 +54,7 @@ def run(phase_dirs: Iterable[str], output: str | None, probe: Iterable[str] = ()
         sys.stdout.write("kvproof import: refused; nothing written\n" if verify is None else "")
         return EXIT_REFUSED
     if verify is not None:
-        sys.stdout.write(f"{verify}: holds what the {len(phases)} phase(s) give\n")
+        sys.stdout.write(f"{verify}: holds what the {len(phases):,} phase(s) give\n")
         return EXIT_OK
     try:
         write_file(output, result.text)
@@ -63,6 +63,6 @@ def run(phase_dirs: Iterable[str], output: str | None, probe: Iterable[str] = ()
         return EXIT_BAD_INPUT
     groups = result.profile.resources.cache_groups
     state = sum(1 for g in groups if g.kind == "state")
-    sys.stdout.write(f"wrote {output}: {state} state and {len(groups) - state} attention cache groups, "
-                     f"kv_cache_bytes {result.profile.resources.runtime_memory.kv_cache_bytes}\n")
+    sys.stdout.write(f"wrote {output}: {state:,} state and {len(groups) - state:,} attention cache groups, "
+                     f"kv_cache_bytes {result.profile.resources.runtime_memory.kv_cache_bytes:,}\n")
     return EXIT_OK

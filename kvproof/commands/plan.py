@@ -91,19 +91,20 @@ def plan(profile, tokens: int | None) -> dict:
 
 
 def render_text(result: dict) -> str:
-    lines = [f"one request at {result['tokens']} tokens:"]
+    """The plan for a person: every count with thousands separators (the JSON keeps raw numbers)."""
+    lines = [f"one request at {result['tokens']:,} tokens:"]
     for row in result["groups"]:
-        lines.append(f"  {row['name']} ({row['kind']}): {row['blocks']} blocks, {row['bytes']} bytes")
+        lines.append(f"  {row['name']} ({row['kind']}): {row['blocks']:,} blocks, {row['bytes']:,} bytes")
         if "state_pages" in row:
             parts = row["state_pages"]
-            lines.append(f"    {parts['working_states']} working state, {parts['retained_checkpoints']} retained checkpoint, "
-                         f"{parts['speculative_scratch_states']} speculative scratch, {parts['prefill_checkpoints']} "
-                         f"prefill checkpoint; block-table row {parts['row_length']}")
-    lines.append(f"  total: {result['request_blocks']} blocks, {result['request_peak_cache_bytes']} bytes")
-    lines.append(f"pool: {result['pool_blocks']} blocks, {result['pool_bytes']} bytes (null block excluded)")
+            lines.append(f"    {parts['working_states']:,} working state, {parts['retained_checkpoints']:,} retained "
+                         f"checkpoint, {parts['speculative_scratch_states']:,} speculative scratch, "
+                         f"{parts['prefill_checkpoints']:,} prefill checkpoint; block-table row {parts['row_length']:,}")
+    lines.append(f"  total: {result['request_blocks']:,} blocks, {result['request_peak_cache_bytes']:,} bytes")
+    lines.append(f"pool: {result['pool_blocks']:,} blocks, {result['pool_bytes']:,} bytes (null block excluded)")
     if "state_storage" in result:
-        lines.append(f"state storage {result['state_storage']}: {result['null_pages']} null page reserved")
-    lines.append(f"vLLM start-up: {result['startup_demand_blocks']} blocks per request at max_model_len, "
+        lines.append(f"state storage {result['state_storage']}: {result['null_pages']:,} null page reserved")
+    lines.append(f"vLLM start-up: {result['startup_demand_blocks']:,} blocks per request at max_model_len, "
                  f"concurrency {result['startup_concurrency']}")
     return "\n".join(lines) + "\n"
 

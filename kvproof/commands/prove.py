@@ -5,7 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..terminal import tracked  # a progress bar on stderr when it is a terminal
+
 EXIT_OK, EXIT_CONTRARY, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
+
+
+def _rule(result) -> str:
+    return result.rule
 
 
 def run(
@@ -55,11 +61,16 @@ def run(
         sys.stderr.write("kvproof prove: --jobs must be at least 1\n")
         return EXIT_USAGE
 
+    if witness_dir:  # refused now, not after minutes of proving (a witness is RULE.json or RULE/)
+        from ..output import check_destination
+
+        check_destination(witness_dir, [n for r in selected for n in (f"{r.id}.json", f"{r.id}/w.json")])
+
     if redundant:
         return _redundant(prover, selected, fmt, jobs, timings)
 
     results = []
-    for result in _results(prover, selected, "prove", jobs):
+    for result in tracked(_results(prover, selected, "prove", jobs), "prove", len(selected), _rule, finished=True):
         if witness_dir and result.verdict == "reachable":
             result.witness = write_witness(Path(witness_dir), result)
         results.append(result)
@@ -79,9 +90,10 @@ def run(
         counts = {v: sum(1 for r in results if r.verdict == v) for v in ("reachable", "dead", "unknown", "mismatch", "error")}
         contrary = [r.rule for r in results if r.contrary]
         sys.stdout.write(
-            f"{len(results)} rule(s): {counts['reachable']} reachable, {counts['dead']} dead, {counts['unknown']} unknown"
-            + (f", {counts['mismatch']} mismatch" if counts["mismatch"] else "")
-            + (f", {counts['error']} error" if counts["error"] else "")
+            f"{len(results):,} rule(s): {counts['reachable']:,} reachable, {counts['dead']:,} dead, "
+            f"{counts['unknown']:,} unknown"
+            + (f", {counts['mismatch']:,} mismatch" if counts["mismatch"] else "")
+            + (f", {counts['error']:,} error" if counts["error"] else "")
             + (f"; contrary to expect: {', '.join(contrary)}" if contrary else "")
             + f" (shape bound {bound.label()})\n"
         )
@@ -108,7 +120,7 @@ def run_table(timeout: float = 10.0, fmt: str = "text") -> int:
     else:
         sys.stdout.write("\n".join(result.lines()) + "\n")
         reachable = sum(r.verdict == "reachable" for r in result.rows)
-        sys.stdout.write(f"{len(result.rows)} row(s): {reachable} reachable, {len(result.overlaps)} overlap(s), "
+        sys.stdout.write(f"{len(result.rows):,} row(s): {reachable:,} reachable, {len(result.overlaps):,} overlap(s), "
                          + ", ".join(f"{rev[:12]} {'total' if v == 'total' else 'not total'}"
                                      for rev, v in result.totality.items()) + "\n")
     if result.proved:
@@ -213,7 +225,8 @@ def _redundant(prover, selected, fmt: str, jobs: int = 1, timings: bool = False)
     import json
 
     results = []
-    for result in _results(prover, selected, "redundancy", jobs):
+    for result in tracked(_results(prover, selected, "redundancy", jobs), "redundancy", len(selected), _rule,
+                          finished=True):
         results.append(result)
         if fmt == "text":
             if result.verdict == "redundant":
@@ -231,6 +244,6 @@ def _redundant(prover, selected, fmt: str, jobs: int = 1, timings: bool = False)
         sys.stdout.write(json.dumps({"redundant": [r.to_json(timings) for r in results]}, indent=2) + "\n")
     else:
         names = [r.rule for r in results if r.verdict == "redundant"]
-        sys.stdout.write(f"{len(names)} redundant rule(s){': ' + ', '.join(names) if names else ''} "
+        sys.stdout.write(f"{len(names):,} redundant rule(s){': ' + ', '.join(names) if names else ''} "
                          f"(shape bound {prover.bound.label()})\n")
     return EXIT_UNKNOWN if any(r.verdict == "unknown" for r in results) else EXIT_OK

@@ -41,20 +41,26 @@ def read_geometry(path: str):
                                      path)]) from None
 
 
-def _read(path: str) -> dict[str, Any]:
+def _read(path: str, on_step: Any = None) -> dict[str, Any]:
     from ..sim.document import bad_input_document, simulate_geometry
 
     try:
         geometry = read_geometry(path)
     except InputError as error:
         return bad_input_document(error)
-    return simulate_geometry(geometry)
+    return simulate_geometry(geometry, on_step)
 
 
 def _fmt_int(value: Any) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    from ..terminal import number
+
+    return number(value)
+
+
+def _fmt_list(values: list) -> str:
+    """A per-group list of counts: ``[1,024, 8]`` would read as three numbers, so the groups'
+    counts are joined by `` / `` (``[1,024 / 8]``; one group: ``[62]``)."""
+    return "[" + " / ".join(_fmt_int(v) for v in values) + "]"
 
 
 def render_text(result: dict[str, Any], path: str = "") -> str:
@@ -76,13 +82,13 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
         return "\n".join(lines) + "\n"
 
     groups = result["groups"]
-    lines.append(f"KV cache groups ({len(groups)}), layout {result.get('kv_cache_layout')}:")
+    lines.append(f"KV cache groups ({len(groups):,}), layout {result.get('kv_cache_layout')}:")
     header = f"  {'#':>3}  {'spec':<26} {'layers':>6} {'block':>8} {'page bytes':>14} {'blocks/req':>10}  first layer"
     lines.append(header)
     for i, group in enumerate(groups):
         lines.append(
-            f"  {i:>3}  {group['spec']:<26} {len(group['layers']):>6} {group['block_size']:>8} "
-            f"{_fmt_int(group['page_size_bytes']):>14} {group['blocks_per_request_at_max_model_len']:>10}  "
+            f"  {i:>3}  {group['spec']:<26} {len(group['layers']):>6,} {_fmt_int(group['block_size']):>8} "
+            f"{_fmt_int(group['page_size_bytes']):>14} {_fmt_int(group['blocks_per_request_at_max_model_len']):>10}  "
             f"{group['layers'][0] if group['layers'] else '-'}"
         )
     lines.append("")
@@ -91,33 +97,34 @@ def render_text(result: dict[str, Any], path: str = "") -> str:
     lines.append(f"  num_blocks               {_fmt_int(result['num_blocks'])} ({_fmt_int(result['num_usable_blocks'])} usable, "
                  "block 0 is the null block)")
     lines.append(f"  one max-length request   {_fmt_int(result['memory_needed_for_one_max_len_request_bytes'])} bytes")
-    lines.append(f"  tensors                  {len(result['kv_cache_tensors'])}")
+    lines.append(f"  tensors                  {len(result['kv_cache_tensors']):,}")
     lines.append("")
     lines.append("Concurrency:")
     lines.append(f"  max_model_len            {_fmt_int(result.get('max_model_len'))}")
     lines.append(f"  blocks per request       {sum(result['per_group_blocks_per_request']):,} "
-                 f"({' + '.join(str(n) for n in result['per_group_blocks_per_request'])})")
+                 f"({' + '.join(_fmt_int(n) for n in result['per_group_blocks_per_request'])})")
     concurrency = result.get("max_concurrency")
     if concurrency is None:  # an attention-free model: vLLM computes no capacity
         lines.append("  max_concurrency          - (no KV cache layers: vLLM computes no capacity)")
     else:
-        lines.append(f"  max_concurrency          {concurrency:.2f}x")
+        lines.append(f"  max_concurrency          {concurrency:,.2f}x")
     lines.append(f"  kv_cache_size_tokens     {_fmt_int(result['kv_cache_size_tokens'])}")
     lines.append("")
     lines.append("Block sizes:")
-    lines.append(f"  cache_config.block_size  {result['engine_cache_config_block_size']}")
-    lines.append(f"  scheduler / hash         {result['scheduler_block_size']} / {result['hash_block_size']}")
-    lines.append(f"  cache-hit alignment      {result['cache_hit_alignment_tokens']}")
+    lines.append(f"  cache_config.block_size  {_fmt_int(result['engine_cache_config_block_size'])}")
+    lines.append(f"  scheduler / hash         {_fmt_int(result['scheduler_block_size'])} / {_fmt_int(result['hash_block_size'])}")
+    lines.append(f"  cache-hit alignment      {_fmt_int(result['cache_hit_alignment_tokens'])}")
     alignment = result.get("platform_alignment") or {}
     lines.append(f"  platform alignment       {_alignment_text(result.get('platform_alignment'))}")
     if alignment.get("mamba_block_size") is not None:
-        lines.append(f"  mamba block / padded page {alignment['mamba_block_size']} / {alignment['mamba_page_size_padded']}")
+        lines.append(f"  mamba block / padded page {_fmt_int(alignment['mamba_block_size'])} / "
+                     f"{_fmt_int(alignment['mamba_page_size_padded'])}")
     views = result.get("worker_views") or []
     if views:
         lines.append("")
-        lines.append(f"Worker views ({len(views)} attention groups on a small pool):")
+        lines.append(f"Worker views ({len(views):,} attention groups on a small pool):")
         for view in views:
-            more = f" (+{len(view['layers']) - 1} layers)" if len(view["layers"]) > 1 else ""
+            more = f" (+{len(view['layers']) - 1:,} layers)" if len(view["layers"]) > 1 else ""
             table = view["kernel_block_table"]
             shown = table if len(table) <= 12 else [*table[:6], "...", *table[-3:]]
             lines.append(
@@ -155,7 +162,7 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
     steps = [s for s in result.get("simulation") or [] if s["phase"] != "prefix_hit_probe"]
     if steps:
         lines.append("")
-        lines.append(f"One request ({len(steps)} steps; blocks held / block-table row length per group):")
+        lines.append(f"One request ({len(steps):,} steps; blocks held / block-table row length per group):")
         runs: list[tuple[tuple, dict, dict]] = []  # (what the steps share, first step, last step)
         for step in steps:
             key = (step["phase"], step["num_new_tokens"], step["blocks_held"], step["row_length"])
@@ -164,10 +171,11 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
             else:
                 runs.append((key, step, step))
         for _, first, last in runs:
-            where = f"step {first['step']}" if first is last else f"steps {first['step']}-{last['step']}"
+            where = f"step {first['step']:,}" if first is last else f"steps {first['step']:,}-{last['step']:,}"
             lines.append(
                 f"  {where:<16} {first['phase']:<8} +{first['num_new_tokens']:,} tokens from {first['num_computed_tokens']:,}: "
-                f"held {first['blocks_held']} row {first['row_length']}, {_fmt_int(last['free_blocks'])} free"
+                f"held {_fmt_list(first['blocks_held'])} row {_fmt_list(first['row_length'])}, "
+                f"{_fmt_int(last['free_blocks'])} free"
             )
     if result.get("simulation_rejected"):
         lines.append("")
@@ -184,7 +192,7 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
     probe = result.get("prefix_hit_probe")
     if probe:
         lines.append(f"  prefix-hit probe: {probe['hit_tokens']:,} of {probe['prompt_tokens']:,} prompt tokens hit "
-                     f"(blocks {probe['hit_blocks']})")
+                     f"(blocks {_fmt_list(probe['hit_blocks'])})")
     workload = result.get("workload")
     if workload and workload.get("raised"):
         lines.append("")
@@ -200,44 +208,88 @@ def _render_requests(result: dict[str, Any]) -> list[str]:
         totals = workload["totals"]
         lines.append("")
         lines.append(
-            f"Workload: {len(workload['requests'])} requests, {totals['steps']:,} steps, "
-            f"{totals['request_steps']:,} request-steps, {totals['finished']} finished, "
-            f"{totals['preemptions']} preemptions" + (" (truncated at max_steps)" if workload.get("truncated") else "")
+            f"Workload: {len(workload['requests']):,} requests, {totals['steps']:,} steps, "
+            f"{totals['request_steps']:,} request-steps, {totals['finished']:,} finished, "
+            f"{totals['preemptions']:,} preemptions" + (" (truncated at max_steps)" if workload.get("truncated") else "")
         )
         hits = sum(1 for r in workload["requests"].values() if r.get("prefix_hit_tokens"))
         if hits:
-            lines.append(f"  {hits} requests started with a prefix-cache hit")
+            lines.append(f"  {hits:,} requests started with a prefix-cache hit")
         for rid, info in workload["requests"].items():
             if info.get("rejected"):
                 lines.append(f"  request {rid!r} rejected: {info['rejected']}")
     return lines
 
 
-def run(path: str, fmt: str = "text") -> int:
-    return _report(_read(path), path, fmt)
+def run(path: str, fmt: str = "text", plot: str | None = None) -> int:
+    recorder = _recorder(plot)
+    if isinstance(recorder, int):
+        return recorder
+    result = _read(path, recorder)
+    return _draw(plot, result, recorder, _report(result, path, fmt))
+
+
+def _recorder(plot: str | None):
+    """None without --plot; else the workload recorder of the picture, or exit 2 at once (before
+    any simulation) when the picture cannot be drawn: a name without .svg/.png, no matplotlib."""
+    if plot is None:
+        return None
+    from ..plot import FORMATS, PlotUnavailable, WorkloadRecorder, picture_format, require
+
+    if picture_format(plot) is None:
+        sys.stderr.write(f"kvproof simulate: --plot {plot}: the picture's name must end in "
+                         f"{' or '.join('.' + f for f in FORMATS)}\n")
+        return EXIT_BAD_INPUT
+    try:
+        require()
+    except PlotUnavailable as exc:
+        sys.stderr.write(f"kvproof simulate: {exc}\n")
+        return EXIT_BAD_INPUT
+    return WorkloadRecorder()
+
+
+def _draw(plot: str | None, result: dict[str, Any], recorder, code: int) -> int:
+    """Write the picture of a planned geometry; a refused or bad geometry has none (its report says
+    why; the exit code stays)."""
+    if plot is None or result["status"] != "ok":
+        if plot is not None and result["status"] == "refused":
+            sys.stderr.write(f"kvproof simulate: no picture: vLLM 0.33.0 would not start ({plot} not written)\n")
+        return code
+    from ..output import OutputError, failure, write_file
+    from ..plot import picture_format, render
+
+    try:
+        write_file(plot, render(result, picture_format(plot), recorder.held))
+    except (OutputError, OSError) as exc:
+        sys.stderr.write(f"kvproof simulate: cannot write the picture: {failure(exc, plot)}\n")
+        return EXIT_BAD_INPUT
+    return code
 
 
 def _report(result: dict[str, Any], path: str, fmt: str) -> int:
     if fmt == "json":
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
-        text = render_text(result, path)
-        stream = sys.stderr if result["status"] == "bad_input" else sys.stdout
-        stream.write(text)
+        # diagnostics and vLLM's refusals go to stdout with the plan, as every command's do (docs/cli.md)
+        sys.stdout.write(render_text(result, path))
     workload = result.get("workload") or {}
     if result["status"] == "ok" and (workload.get("refused") or workload.get("raised") or result.get("simulation_raised")):
         return EXIT_REFUSED  # vLLM would not start with the workload's settings, or fails serving
     return {"ok": EXIT_OK, "refused": EXIT_REFUSED}.get(result["status"], EXIT_BAD_INPUT)
 
 
-def run_config(config: str, tp: int, pp: int, settings: tuple[str, ...], fmt: str = "text") -> int:
+def run_config(config: str, tp: int, pp: int, settings: tuple[str, ...], fmt: str = "text",
+               plot: str | None = None) -> int:
     """``simulate CONFIG --tp N --set ...``: ``kvproof geometry`` then ``simulate`` in one step."""
     from ..sim.document import bad_input_document, simulate_geometry
     from ..models.geometry import load_geometry
     from .geometry import build, parse_settings
 
+    recorder = _recorder(plot)
+    if isinstance(recorder, int):
+        return recorder
     try:
-        result = simulate_geometry(load_geometry(build(config, tp, pp, parse_settings(settings)), config))
+        result = simulate_geometry(load_geometry(build(config, tp, pp, parse_settings(settings)), config), recorder)
     except InputError as error:
         result = bad_input_document(error)
-    return _report(result, config, fmt)
+    return _draw(plot, result, recorder, _report(result, config, fmt))

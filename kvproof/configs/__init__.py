@@ -10,30 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import deepseek, dense, falcon_h1, gemma, gpt_oss, granite, jamba, llama4, nemotron_h, qwen3_next
-from .common import Layer, Parallel, derived_max_model_len, plain, pp_ranges
+from . import bamba, deepseek, dense, falcon_h1, gemma, gpt_oss, granite, jamba, llama4, nemotron_h, qwen3_next
+from .common import Layer, Model, Parallel, derived_max_model_len, plain, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["ARCHITECTURES", "REMOVED", "geometry_from_config", "ConfigError", "HFConfig"]
+__all__ = ["ARCHITECTURES", "REFUSED_BY_VLLM", "geometry_from_config", "ConfigError", "HFConfig"]
 
 ARCHITECTURES = {
     **dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **falcon_h1.ARCHITECTURES, **gemma.ARCHITECTURES,
     **gpt_oss.ARCHITECTURES, **granite.ARCHITECTURES, **jamba.ARCHITECTURES, **llama4.ARCHITECTURES,
     **nemotron_h.ARCHITECTURES, **qwen3_next.ARCHITECTURES,
 }
-
-#: ``_PREVIOUSLY_SUPPORTED_MODELS`` entries of the architectures issue 18 names
-#: (vllm/model_executor/models/registry.py:841-880): vLLM 0.33.0 refuses them itself.
-REMOVED = {"BambaForCausalLM": "0.23.0"}
+#: Architectures vLLM 0.33.0 itself refuses to build: their module gives vLLM's refusal.
+REFUSED_BY_VLLM = {**bamba.ARCHITECTURES}
 
 
 def _architecture(config: HFConfig):
     arch = config.architecture()
-    if arch in REMOVED:  # registry.py:1231-1240, vLLM's own text
-        raise ConfigError(CONFIG_ARCH, "$.architectures[0]", (
-            f"Model architecture {arch} was supported in vLLM until v{REMOVED[arch]}, and is not supported "
-            "anymore. Please use an older version of vLLM if you want to use this model architecture."),
-            config.file)
+    if arch in REFUSED_BY_VLLM:
+        return arch, REFUSED_BY_VLLM[arch]
     if arch not in ARCHITECTURES:
         raise ConfigError(CONFIG_ARCH, "$.architectures[0]",
                           f"architecture {arch!r} is not in kvproof's table; supported: "
@@ -83,10 +78,12 @@ def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str
     config = HFConfig(tree, file)
     arch, layers_of = _architecture(config)
     settings = settings or {}
-    mode = settings.get("mamba_cache_mode")
-    if mode is None:  # the planner's default (docs/formats.md): align iff prefix caching is on
-        mode = "none" if settings.get("enable_prefix_caching", True) is False else "align"
-    layers = layers_of(config, Parallel(tp, pp, mode))
+    # MambaModelConfig.verify_and_update_config (model_executor/models/config.py:763-787, as the
+    # planner applies it): align iff prefix caching is on, whatever mamba_cache_mode says.
+    mode = "none" if settings.get("enable_prefix_caching", True) is False else "align"
+    model = layers_of(config, Parallel(tp, pp, mode))
+    model = model if isinstance(model, Model) else Model(model)
+    layers = model.layers
     text = config.text()  # vLLM's hf_text_config: the layers and the derived length are its
     num_layers = text.int("num_hidden_layers", minimum=1)
     if pp > num_layers:
@@ -108,5 +105,6 @@ def geometry_from_config(tree: Any, tp: int = 1, pp: int = 1, settings: dict[str
         # Each rank's layers in the model's registration order (the order of ``layers``).
         geometry["workers"] = [[layer.name.replace("{i}", str(layer.index)) for layer in layers
                                 if layer.rank_index in span] for span in pp_ranges(num_layers, pp)]
+    geometry.update(model.settings)
     geometry.update(settings)
-    return geometry
+    return model.complete(geometry) if model.complete is not None else geometry

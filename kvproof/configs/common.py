@@ -4,13 +4,15 @@ tensor-parallel rank, vLLM's head-divisibility refusals and the pipeline-paralle
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import attrs
 
+from ..models.geometry import MultipleOf
 from .hf import CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["divide", "frozen", "plain", "Parallel", "derived_max_model_len", "kv_heads_per_rank", "check_attention_heads", "pp_ranges",
-           "Layer"]
+           "Layer", "Model"]
 
 #: ``ModelArchConfigConvertorBase.derive_max_model_len_and_key``
 #: (vllm/transformers_utils/model_arch_config_convertor.py:374-407): the smallest of these keys.
@@ -23,8 +25,8 @@ SCALED_ROPE_TYPES = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deeps
 @attrs.frozen
 class Parallel:
     """The engine a config's layers are built for: the parallel sizes and the Mamba cache mode
-    (``none`` or ``align``: align iff prefix caching is on, unless ``--set mamba_cache_mode``;
-    docs/formats.md), which some Mamba-like layers' specs depend on."""
+    (``none`` or ``align``: align iff prefix caching is on, as ``MambaModelConfig`` sets it,
+    model_executor/models/config.py:763-787), which some Mamba-like layers' specs depend on."""
 
     tp: int
     pp: int
@@ -49,13 +51,27 @@ class Layer:
         return self.index if self.decoder_index is None else self.decoder_index
 
 
+@attrs.frozen
+class Model:
+    """What an architecture maps to when its layers alone do not say it all: the layers, the
+    top-level geometry fields vLLM's default platform fixes for the model (``settings``, which
+    ``--set`` overrides), and ``complete``, which fills what depends on the engine's plan once the
+    geometry's settings are known (the geometry in, the geometry out)."""
+
+    layers: list[Layer]
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    complete: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+
 def frozen(value):
     """Lists as tuples, so that a layer's fields hash and equal layers group into one entry."""
     return tuple(frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def plain(value):
-    """The JSON form of a :func:`frozen` value."""
+    """The JSON form of a :func:`frozen` value (a ``MultipleOf`` as the geometry writes it)."""
+    if isinstance(value, MultipleOf):
+        return {"MultipleOf": value.base}
     return [plain(v) for v in value] if isinstance(value, tuple) else value
 
 

@@ -1,5 +1,9 @@
 """vLLM 0.33.0's block pool, ported (``v1/core/block_pool.py``, ``v1/core/kv_cache_utils.py``).
 
+PYTEST_DONT_REWRITE: the port's bare asserts are vLLM's, so their text (empty, as vLLM raises it)
+must not depend on pytest, which rewrites the asserts of every module of a distribution that
+ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
+
 Paths are relative to the ``vllm/`` package. Ported:
 
 * ``KVCacheBlock`` (``v1/core/kv_cache_utils.py:161-224``), ``null_head_len`` / ``trim_null_head``

@@ -131,18 +131,20 @@ def bad_input_document(error: InputError) -> dict[str, Any]:
     }
 
 
-def simulate_geometry(geometry: Geometry) -> dict[str, Any]:
+def simulate_geometry(geometry: Geometry, on_step: Any = None) -> dict[str, Any]:
+    """The ``simulate`` result of a geometry; ``on_step`` is called after every workload step
+    (:func:`kvproof.sim.scheduler.simulate_workload`)."""
     try:
         result = plan(geometry)
     except Refusal as refusal:
         return refusal_document(refusal)
     doc = plan_to_document(result)
     if present(geometry.simulate):
-        _requests_over_time(result, geometry, doc)
+        _requests_over_time(result, geometry, doc, on_step)
     return doc
 
 
-def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any]) -> None:
+def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any], on_step: Any = None) -> None:
     """The ``simulate`` block (``docs/requests.md``): one request through the managers
     (``simulation``, ``prefix_hit_probe``) and a workload through the scheduler (``workload``)."""
     simulate = geometry.simulate
@@ -180,7 +182,7 @@ def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any]) -
             }}
             return
         try:
-            doc["workload"] = simulate_workload(result, simulate)  # max_num_seqs: plan.settings
+            doc["workload"] = simulate_workload(result, simulate, on_step=on_step)  # max_num_seqs: plan.settings
         except _VLLM_RAISES as exc:
             doc["workload"] = {"raised": _raised(exc)}
 

@@ -1,5 +1,9 @@
 """vLLM 0.33.0's KV cache coordinators and ``KVCacheManager``, ported.
 
+PYTEST_DONT_REWRITE: the port's bare asserts are vLLM's, so their text (empty, as vLLM raises it)
+must not depend on pytest, which rewrites the asserts of every module of a distribution that
+ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
+
 Paths are relative to the ``vllm/`` package; line numbers are those of 0.33.0.
 
 | name | vLLM source |

@@ -1,5 +1,9 @@
 """vLLM 0.33.0's ``MambaManager``, ported (``v1/core/single_type_kv_cache_manager.py:1428-2135``).
 
+PYTEST_DONT_REWRITE: the port's bare asserts are vLLM's, so their text (empty, as vLLM raises it)
+must not depend on pytest, which rewrites the asserts of every module of a distribution that
+ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
+
 Paths are relative to the ``vllm/`` package; line numbers are those of 0.33.0. A subclass of
 :class:`kvproof.sim.managers.SingleTypeKVCacheManager` (the port of vLLM's base class, 49-736), with
 vLLM's attribute and method names, so the coordinators in ``kv_manager.py`` call it exactly as vLLM's

@@ -1,5 +1,9 @@
 """vLLM 0.33.0's single-type KV cache managers, ported (``v1/core/single_type_kv_cache_manager.py``).
 
+PYTEST_DONT_REWRITE: the port's bare asserts are vLLM's, so their text (empty, as vLLM raises it)
+must not depend on pytest, which rewrites the asserts of every module of a distribution that
+ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
+
 Paths are relative to the ``vllm/`` package; line numbers are those of 0.33.0.
 
 | class | vLLM source |

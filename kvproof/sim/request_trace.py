@@ -90,6 +90,15 @@ def _held(manager: KVCacheManager, request_id: str) -> tuple[list[int], list[int
     return held, rows
 
 
+def held_by_group(manager: KVCacheManager) -> list[int]:
+    """The distinct non-null blocks the requests hold, per KV cache group: a prefix-cache block
+    shared by several requests counts once, so the groups' counts and the pool's free blocks add
+    up to its usable blocks."""
+    return [len({block.block_id for blocks in stm.req_to_blocks.values() for block in blocks
+                 if block is not stm._null_block})
+            for stm in manager.coordinator.single_type_managers]
+
+
 def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCacheManager | None = None) -> dict:
     """Run the single request of ``simulate_block`` alone through the scheduler port and a fresh
     ``KVCacheManager.from_plan(plan)``.

@@ -1,5 +1,9 @@
 """vLLM 0.33.0's scheduler, ported for requests over time (``docs/requests.md``, "Workload").
 
+PYTEST_DONT_REWRITE: the port's bare asserts are vLLM's, so their text (empty, as vLLM raises it)
+must not depend on pytest, which rewrites the asserts of every module of a distribution that
+ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
+
 Paths are relative to the ``vllm/`` package (``/work/vllm033/src/vllm``). The port keeps vLLM's names
 (``Scheduler``, ``schedule``, ``update_from_output``, ``running``, ``waiting``, ``_preempt_request``,
 ...) and drives the KV cache manager port (``kvproof.sim.kv_manager.KVCacheManager``) through vLLM's
@@ -801,9 +805,15 @@ def simulate_workload(
     request_factory: Callable[..., Any] | None = None,
     config: SchedulerConfig | None = None,
     max_num_seqs: int | None = None,
+    on_step: Callable[[dict, Any], None] | None = None,
 ) -> dict:
     """Run ``simulate_block.requests`` through the scheduler; the ``workload`` object of
     ``docs/requests.md``.
+
+    ``on_step(step, kv_cache_manager)``, when given, is called after every step with that step's
+    entry of ``steps`` and the manager as the step left it (``simulate --plot`` counts the blocks
+    each group holds there). A caller passing ``on_step`` sees every step, one call per entry of
+    ``steps``, in order: a path that skips steps must not run then.
 
     ``plan``: a :class:`kvproof.sim.plan.Plan` (its settings and pool). ``simulate_block``: the
     geometry's ``simulate`` block (``requests``, ``max_steps``, ``chunk_tokens``), attrs, dict or a
@@ -879,6 +889,8 @@ def simulate_workload(
             # EngineCore.step does not schedule without requests (v1/engine/core.py); the clock runs.
             steps.append({"step": step, "scheduled": {}, "preempted": [], "finished": [], "admitted": {},
                           "running": [], "waiting": [], "free_blocks": block_pool.get_num_free_blocks()})
+            if on_step is not None:
+                on_step(steps[-1], kv_cache_manager)
             step += 1
             continue
         output = scheduler.schedule()
@@ -919,6 +931,8 @@ def simulate_workload(
             "waiting": waiting_ids,
             "free_blocks": block_pool.get_num_free_blocks(),
         })
+        if on_step is not None:
+            on_step(steps[-1], kv_cache_manager)
         step += 1
     return {
         "steps": steps,

@@ -7,10 +7,10 @@ result, and the objective (an expression of :mod:`kvproof.solver.expression` ove
 minimized or maximized. The optimum is replayed through the concrete checker like a witness.
 
 Geometry templates: the simulator's planner (``kvproof.sim.plan``) runs on concrete values only
-(it sorts, groups and takes ``math.lcm`` of Python ints), so a geometry cannot be optimized
-symbolically yet; ``explore`` says so instead of guessing. The per-formula functions of
-``kvproof.sim.demand``/``pages``/``concurrency`` do run on z3 terms and can be used in the
-objective.
+(it sorts, groups and takes ``math.lcm`` of Python ints), so a geometry is explored over the
+planner itself by :mod:`kvproof.solver.explore_geometry` (``kvproof explore`` dispatches there);
+:func:`explore` refuses one. The per-formula functions of ``kvproof.sim.demand``/``pages``/
+``concurrency`` do run on z3 terms and can be used in the objective.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
     kind = detect_kind(tree)
     if kind == "geometry":
         raise GeometryNotSymbolic(
-            "geometry templates cannot be explored yet: kvproof.sim.plan runs on concrete values only "
-            "(see docs/solver.md, 'explore'); explore a record or profile template instead")
+            "kvproof.sim.plan runs on concrete values only: a geometry template is explored over the planner "
+            "by kvproof.solver.explore_geometry (kvproof explore GEOMETRY --open ...; docs/solver.md)")
     if kind not in ("profile", "worker", "scheduler"):
         raise ValueError("the template is not a profile or a runtime record")
     paths = set(_json_paths(tree))

@@ -3,7 +3,8 @@
 model code reports it for a Hugging Face config folder at a TP/PP size.
 
     .venv-vllm/bin/python tests/conformance/oracle_model_configs.py --jsonl
-    # {"config_dir", "tp", "pp"[, "enable_prefix_caching"][, "kvproof_geometry"]} per line
+    # {"config_dir", "tp", "pp"[, "enable_prefix_caching"][, "prefix_match_unit"][, "mamba_block_size"]
+    #  [, "kvproof_geometry"]} per line
 
 For each request it builds ``ModelConfig`` from the folder offline (``HF_HUB_OFFLINE=1``) and
 ``VllmConfig`` with that parallel config, then, per pipeline rank, the model class vLLM resolves
@@ -77,7 +78,7 @@ class _PlaceholderPackages(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.names = names
 
     def find_spec(self, fullname, path, target=None):
-        if fullname.split(".")[0] in self.names:
+        if any(fullname == name or fullname.startswith(name + ".") for name in self.names):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -92,6 +93,10 @@ class _PlaceholderPackages(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if importlib.util.find_spec("compressed_tensors") is None:
     sys.meta_path.insert(0, _PlaceholderPackages({"compressed_tensors"}))
+# The CUDA extension modules a CPU build lacks, imported at module level by platforms/cuda.py
+# (vllm._C_stable_libtorch) and by the sparse MLA backends (vllm.vllm_flash_attn): no layer
+# construction calls into them.
+sys.meta_path.insert(0, _PlaceholderPackages({"vllm._C_stable_libtorch", "vllm.vllm_flash_attn"}))
 
 _REAL_STDOUT = sys.stdout
 with contextlib.redirect_stdout(sys.stderr):
@@ -103,9 +108,65 @@ with contextlib.redirect_stdout(sys.stderr):
     from vllm.distributed import parallel_state
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.utils.torch_utils import set_default_torch_dtype
     from vllm.v1.attention.backend import MultipleOf
 
 registry._run_in_subprocess = lambda fn: fn()
+
+with contextlib.redirect_stdout(sys.stderr):
+    import vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn as _qwen_gdn
+    import vllm.platforms.cuda as _cuda
+    import vllm.v1.attention.backends.fa_utils as _fa_utils
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.platforms.interface import DeviceCapability
+    from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerBackend
+    from vllm.v1.kv_cache_interface import AttentionSpec
+    from vllm.v1.worker.utils import customize_attention_spec
+
+#: The default GPU platform the stand-ins answer as (kvproof's DEFAULT_PLATFORM, sim/platform.py).
+SM90 = DeviceCapability(9, 0)
+_cpu_get_attn_backend_cls = CpuPlatform.get_attn_backend_cls.__func__
+
+
+def _attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+    """A sparse MLA layer gets the backend vLLM selects on SM90 (``CudaPlatformBase.get_valid_backends``
+    over ``_get_backend_priorities``, platforms/cuda.py:377-417, 139-154, and the lowest priority
+    among the valid ones, 477-484): the CPU platform refuses sparse attention (platforms/cpu.py:154-155).
+    FlashAttention 3's MLA support (``flash_attn_supports_mla``, fa_utils.py:325-345) is what SM90
+    answers; backends whose kernels the CPU build lacks fail to import and count as invalid, as
+    every non-sparse one is for a sparse layer anyway."""
+    if not attn_selector_config.use_sparse:
+        return _cpu_get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads)
+    valid, invalid = _cuda.CudaPlatformBase.get_valid_backends(SM90, attn_selector_config, num_heads)
+    if not valid:
+        raise ValueError(f"no valid sparse attention backend on SM90: {invalid}")
+    return _cuda._backend_cls_path(min(valid, key=lambda candidate: candidate.priority).backend_class)
+
+
+CpuPlatform.get_attn_backend_cls = classmethod(_attn_backend_cls)
+_fa_utils.flash_attn_supports_mla = lambda: True
+
+
+def _sm90_gdn_prefill_backend(vllm_config):
+    """``_resolve_gdn_prefill_backend`` on SM90 (qwen_gdn_linear_attn.py:236-260): FlashInfer for
+    ``auto``, whose align-mode layers export prefill checkpoints (qwen_gdn_linear_attn.py:689-700)."""
+    additional = vllm_config.additional_config
+    backend = str(additional.get("gdn_prefill_backend", "auto") if isinstance(additional, dict) else "auto")
+    backend = backend.strip().lower()
+    return backend, "flashinfer" if backend in ("auto", "flashinfer") else "triton"
+
+
+_qwen_gdn._resolve_gdn_prefill_backend = _sm90_gdn_prefill_backend
+
+#: Model classes vLLM registers per platform: the CUDA one (vllm/models/deepseek_v32/__init__.py:17-21).
+_CUDA_MODEL_CLASSES = {"DeepseekV32ForCausalLM": ("vllm.models.deepseek_v32.nvidia.model", "DeepseekV32ForCausalLM")}
+
+
+def _gpu_backend(backend) -> bool:
+    """A backend this process shares with the default GPU platform: the SM90 sparse MLA backend
+    of the stand-in and the DeepSeek V3.2 indexer's, which no platform selects
+    (``DeepseekV32IndexerCache.get_attn_backend``, model_executor/models/deepseek_v2.py:674-675)."""
+    return backend.is_sparse() or issubclass(backend, DeepseekV32IndexerBackend)
 # After transformers has found torchvision absent (its image processors then take their PIL path),
 # so that only the unconditional ``import torchvision`` of Llama 4's image processor meets the
 # placeholder.
@@ -179,8 +240,8 @@ def _world() -> None:
 def _json(value):
     if isinstance(value, torch.dtype):
         return str(value).removeprefix("torch.")
-    if isinstance(value, enum.Enum):
-        return value.name
+    if isinstance(value, enum.Enum):  # as a geometry writes it: cache_role by value, the others by name
+        return value.value if type(value).__name__ == "SparseCacheRole" else value.name
     if isinstance(value, MultipleOf):
         return {"MultipleOf": value.base}
     if isinstance(value, (tuple, list)):
@@ -203,8 +264,10 @@ def _defaults(cls) -> dict:
 
 
 def _spec_objects(vllm_config) -> dict:
-    """``GPUModelRunner.get_kv_cache_spec`` (gpu_model_runner.py:7092-7116) without the backend's
-    customisation: KV-sharing layers and layers without a cache are skipped, draft layers marked."""
+    """``GPUModelRunner.get_kv_cache_spec`` (gpu_model_runner.py:7092-7116): KV-sharing layers and
+    layers without a cache are skipped, draft layers marked; the backend's customisation
+    (``customize_attention_spec``) only where the backend is the GPU's (:func:`_gpu_backend`): the
+    CPU backends' would not be the default platform's."""
     out = {}
     for name, layer in vllm_config.compilation_config.static_forward_context.items():
         if not isinstance(layer, AttentionLayerBase):
@@ -214,6 +277,8 @@ def _spec_objects(vllm_config) -> dict:
         spec = layer.get_kv_cache_spec(vllm_config)
         if spec is None:
             continue
+        if isinstance(spec, AttentionSpec) and _gpu_backend(layer.get_attn_backend()):
+            spec = customize_attention_spec(layer.get_attn_backend(), spec)  # gpu_model_runner.py:7109-7113
         if getattr(layer, "is_draft_layer", False):
             spec = dataclasses.replace(spec, is_draft=True)
         out[name] = spec
@@ -226,6 +291,18 @@ def _specs(vllm_config) -> dict:
         fields = {f.name: _json(getattr(spec, f.name)) for f in dataclasses.fields(spec)}
         out[name] = {"spec": type(spec).__name__, "fields": fields, "defaults": _defaults(type(spec))}
     return out
+
+
+def _platform(vllm_config) -> dict:
+    """What the platform's block-size alignment reads from the built model: the non-SSM backends in
+    vLLM's order (``_find_non_ssm_backends``, platforms/interface.py:680-697) with their kernel block
+    sizes and whether they are the GPU's (:func:`_gpu_backend`), and the Mamba layers' prefill
+    checkpoint alignment (``get_mamba_prefill_checkpoint_alignment``, layers/mamba/abstract.py:98-113)."""
+    from vllm.model_executor.layers.mamba.abstract import get_mamba_prefill_checkpoint_alignment
+
+    backends = [{"name": b.get_name(), "kernel_block_sizes": _json(b.get_supported_kernel_block_sizes()),
+                 "gpu": _gpu_backend(b)} for b in CpuPlatform._find_non_ssm_backends(vllm_config)]
+    return {"backends": backends, "mamba_prefill_checkpoint_alignment": get_mamba_prefill_checkpoint_alignment(vllm_config)}
 
 
 ENGINE_FIELDS = ("block_size", "mamba_cache_mode", "num_speculative_blocks", "page_size_padded")
@@ -266,8 +343,8 @@ def compare(kvproof_geometry: dict, vllm_specs: dict) -> list[dict]:
 
 def model_specs(request: dict) -> dict:
     folder, tp, pp = request["config_dir"], int(request.get("tp", 1)), int(request.get("pp", 1))
-    cache = {key: request[key] for key in ("enable_prefix_caching",) if key in request}
-    ranks, objects = [], {}
+    cache = {key: request[key] for key in ("enable_prefix_caching", "prefix_match_unit") if key in request}
+    ranks, objects, platforms = [], {}, []
     for pp_rank in range(pp):
         # A fresh ModelConfig per rank: building a VllmConfig updates it in place (for a hybrid
         # model the first one consumes the mamba block size set-up), as each rank's own engine does.
@@ -288,12 +365,22 @@ def model_specs(request: dict) -> dict:
             pp_group.ranks = list(range(pp))
             pp_group.rank = pp_rank
             model_class, _ = get_model_architecture(vllm_config.model_config)
-            with torch.device("meta"):
+            if vllm_config.model_config.architecture in _CUDA_MODEL_CLASSES:
+                module, name = _CUDA_MODEL_CLASSES[vllm_config.model_config.architecture]
+                model_class = getattr(importlib.import_module(module), name)
+            # As BaseModelLoader.load_model builds it (model_loader/base_loader.py:73-80), on meta.
+            with set_default_torch_dtype(vllm_config.model_config.dtype), torch.device("meta"):
                 model_class(vllm_config=vllm_config, prefix="")
+            if "mamba_block_size" in request:
+                # The block sizes Platform.update_block_size_for_backend settles after the model is
+                # built (v1/executor/uniproc_executor.py:74-75), as the plan computed them: the
+                # comparison of plans checks them against vLLM's planner.
+                vllm_config.cache_config.mamba_block_size = request["mamba_block_size"]
             ranks.append(_specs(vllm_config))
             objects.update(_spec_objects(vllm_config))
+            platforms.append(_platform(vllm_config))
     out = {"status": "ok", "max_model_len": model_config.max_model_len,
-           "dtype": _json(model_config.dtype), "ranks": ranks}
+           "dtype": _json(model_config.dtype), "ranks": ranks, "platforms": platforms}
     if "kvproof_geometry" in request:
         out["spec_differences"] = compare(request["kvproof_geometry"], objects)
     return out

@@ -75,14 +75,49 @@ def _listed_indices(geometry: dict) -> dict:
 #: run without prefix caching (mamba_cache_mode none).
 MAMBA_LIKE = {"NemotronHForCausalLM", "Qwen3NextForCausalLM"}
 NO_PREFIX_CACHING = {"enable_prefix_caching": False}
+#: GDN layers in align mode keep their checkpoints on lcm(prefix_match_unit, 64) when a prefix
+#: match unit is set (get_mamba_prefill_checkpoint_grid, layers/mamba/abstract.py:116-129).
+PREFIX_MATCH_UNIT = {"prefix_match_unit": 48}
+
+
+def _case_id(folder, tp, pp, settings) -> str:
+    suffix = "".join(f"-{key}={value}" for key, value in sorted(settings.items()))
+    return f"{folder.name}-tp{tp}-pp{pp}{suffix}"
+
 
 CASES = [(folder, tp, 1, {}) for folder in CONFIGS for tp in (1, 2, 4, 8)] + [(folder, 2, 2, {}) for folder in CONFIGS]
 CASES += [(folder, tp, pp, NO_PREFIX_CACHING) for folder in CONFIGS if _tree(folder)["architectures"][0] in MAMBA_LIKE
           for tp, pp in ((1, 1), (2, 1), (4, 1), (8, 1), (2, 2))]
+CASES += [(folder, tp, 1, PREFIX_MATCH_UNIT) for folder in CONFIGS
+          if _tree(folder)["architectures"][0] == "Qwen3NextForCausalLM" for tp in (1, 4)]
 
 
-@pytest.mark.parametrize("folder,tp,pp,settings", CASES, ids=[
-    f"{f.name}-tp{tp}-pp{pp}" + ("-no-prefix-caching" if s else "") for f, tp, pp, s in CASES])
+def platform_differences(geometry: dict, answer: dict) -> list[str]:
+    """A ``platform_alignment`` the geometry states for the model (DeepSeek V3.2's sparse backends,
+    Qwen3-Next's checkpoint alignment) against what vLLM's built model gives the platform's block
+    alignment (oracle_model_configs.py ``_platform``) on every rank: the backends, in vLLM's order
+    with their kernel block sizes, where the oracle's are the GPU's own; the Mamba layers' prefill
+    checkpoint alignment."""
+    stated = geometry.get("platform_alignment")
+    if not isinstance(stated, dict):
+        return []
+    out = []
+    sizes = [stated["backend_kernel_block_sizes"], *stated.get("other_backend_kernel_block_sizes", [])]
+    for rank, platform in enumerate(answer["platforms"]):
+        backends = platform["backends"]
+        if all(backend["gpu"] for backend in backends):
+            vllm = [[b["name"], b["kernel_block_sizes"]] for b in backends]
+            kvproof = [list(pair) for pair in zip(stated.get("backend_names", []), sizes)]
+            if vllm != kvproof:
+                out.append(f"rank {rank}: backends {vllm} (vLLM) != {kvproof} (kvproof)")
+        if "mamba_prefill_checkpoint_alignment" in stated and (
+                stated["mamba_prefill_checkpoint_alignment"] != platform["mamba_prefill_checkpoint_alignment"]):
+            out.append(f"rank {rank}: mamba prefill checkpoint alignment {platform['mamba_prefill_checkpoint_alignment']}"
+                       f" (vLLM) != {stated['mamba_prefill_checkpoint_alignment']} (kvproof)")
+    return out
+
+
+@pytest.mark.parametrize("folder,tp,pp,settings", CASES, ids=[_case_id(*case) for case in CASES])
 def test_geometry_matches_vllm_model_code(folder, tp, pp, settings, spec_oracle, plan_oracle):
     from kvproof.sim import simulate_document
 
@@ -92,17 +127,16 @@ def test_geometry_matches_vllm_model_code(folder, tp, pp, settings, spec_oracle,
         refusal = None
     except InputError as error:
         geometry, refusal = None, error.diagnostics[0]
-    if refusal is not None and refusal.rule == CONFIG_ARCH:
-        # Not mapped (the architecture, or these settings of it): a clear refusal, never a guess.
-        # This case is NOT conformance; the report lists it as missing.
-        if tree["architectures"][0] in ARCHITECTURES:
-            assert "mamba_cache_mode" in refusal.message
-        else:
-            assert all(arch in refusal.message for arch in ARCHITECTURES)
-        pytest.xfail(f"{tree['architectures'][0]} is not mapped here: {refusal.message[:80]}")
+    # Every real config here is mapped: an HF002 refusal is a failure, not a known gap.
+    assert refusal is None or refusal.rule != CONFIG_ARCH, refusal.render()
     request = {"config_dir": str(folder), "tp": tp, "pp": pp, **settings}
+    kvproof_plan = None
     if geometry is not None:
         request["kvproof_geometry"] = _listed_indices(geometry)
+        kvproof_plan = simulate_document(geometry)
+        aligned = kvproof_plan.get("platform_alignment") or {}
+        if aligned.get("mamba_block_size") is not None:
+            request["mamba_block_size"] = aligned["mamba_block_size"]  # checked by the plan comparison
     answer = spec_oracle(request)
     if answer["status"] == "refused":
         assert refusal is not None, f"vLLM refuses ({answer['error']}) but kvproof made a geometry"
@@ -112,13 +146,17 @@ def test_geometry_matches_vllm_model_code(folder, tp, pp, settings, spec_oracle,
         return
     assert refusal is None, f"vLLM builds the model but kvproof refused: {refusal.render()}"
     assert answer["spec_differences"] == []
+    assert platform_differences(geometry, answer) == []
     assert geometry["max_model_len"] == answer["max_model_len"]
     if pp > 1:
         assert geometry["workers"] == [list(rank) for rank in answer["ranks"]]
     vllm_plan = plan_oracle(_vllm_geometry(answer, geometry))
-    kvproof_plan = simulate_document(geometry)
     assert vllm_plan["status"] == kvproof_plan["status"]
     assert compare(vllm_plan, kvproof_plan) == []  # the conformance suite's comparison, key by key
+
+
+def _config(name: str) -> Path:
+    return next(f for f in CONFIGS if f.name == name)
 
 
 def test_a_wrong_head_size_is_caught(spec_oracle):
@@ -128,3 +166,39 @@ def test_a_wrong_head_size_is_caught(spec_oracle):
     geometry["layers"][0]["head_size"] += 1
     answer = spec_oracle({"config_dir": str(folder), "tp": 1, "pp": 1, "kvproof_geometry": _listed_indices(geometry)})
     assert answer["status"] == "ok" and answer["spec_differences"]
+
+
+def test_a_wrong_sparse_field_or_backend_is_caught(spec_oracle):
+    """DeepSeek V3.2: a top-k buffer width off by one, an indexer without its kernel-block stride
+    alignment and a sparse backend's kernel block size of 16 each differ from vLLM's."""
+    folder = _config("deepseek-ai--DeepSeek-V3.2")
+    geometry = geometry_from_config(_tree(folder), 2, 1, {"available_memory_bytes": MEMORY})
+    indexer, attention = geometry["layers"]
+    attention["topk_buffer_width"] += 1
+    del indexer["block_stride_alignment"]
+    answer = spec_oracle({"config_dir": str(folder), "tp": 2, "pp": 1, "kvproof_geometry": _listed_indices(geometry)})
+    assert answer["status"] == "ok"
+    assert {d["layer"].rsplit(".", 1)[-1] for d in answer["spec_differences"]} == {"attn", "k_cache"}
+    assert platform_differences(geometry, answer) == []
+    geometry["platform_alignment"]["other_backend_kernel_block_sizes"] = [[{"MultipleOf": 16}]]
+    assert platform_differences(geometry, answer)
+
+
+def test_a_wrong_checkpoint_grid_is_caught(spec_oracle):
+    """Qwen3-Next in align mode: a GDN spec whose prefill checkpoint grid is the layer's alignment
+    (64) instead of the aligned block size differs from vLLM's spec, and a platform checkpoint
+    alignment of 1 from what vLLM's layers give the platform."""
+    from kvproof.sim import simulate_document
+
+    folder = _config("Qwen--Qwen3-Next-80B-A3B-Thinking")
+    geometry = geometry_from_config(_tree(folder), 1, 1, {"available_memory_bytes": MEMORY})
+    block = simulate_document(geometry)["platform_alignment"]["mamba_block_size"]
+    gdn = next(entry for entry in geometry["layers"] if entry["spec"] == "MambaSpec")
+    assert gdn["prefill_checkpoint_alignment"] == block != 64
+    gdn["prefill_checkpoint_alignment"] = 64
+    answer = spec_oracle({"config_dir": str(folder), "tp": 1, "pp": 1, "mamba_block_size": block,
+                          "kvproof_geometry": _listed_indices(geometry)})
+    assert answer["status"] == "ok" and answer["spec_differences"]
+    assert platform_differences(geometry, answer) == []
+    geometry["platform_alignment"]["mamba_prefill_checkpoint_alignment"] = 1
+    assert platform_differences(geometry, answer)

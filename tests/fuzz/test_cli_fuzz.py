@@ -29,7 +29,7 @@ def _fuzz(capsys, *args: str) -> tuple[int, str]:
 
 
 def test_mutation_report_counts_edits_and_exits_0(profile_only, tmp_path, capsys) -> None:
-    code, out = _fuzz(capsys, "--campaign", "mutation", "--examples", "5", "--out", str(tmp_path / "o"), str(profile_only))
+    code, out = _fuzz(capsys, "--campaign", "mutation", "--count", "5", "--output", str(tmp_path / "o"), str(profile_only))
     assert code == 0, out
     assert "single-field edits tried" in out and "refused" in out and "SURVIVING (unexplained)       0" in out
     assert "fields never read:" in out and "rules never fired:" in out
@@ -37,7 +37,7 @@ def test_mutation_report_counts_edits_and_exits_0(profile_only, tmp_path, capsys
 
 
 def test_json_report_is_deterministic_for_a_seed(profile_only, tmp_path, capsys) -> None:
-    args = ["--campaign", "mutation", "--examples", "8", "--seed", "7", "--format", "json", "--out", str(tmp_path / "o"),
+    args = ["--campaign", "mutation", "--count", "8", "--seed", "7", "--format", "json", "--output", str(tmp_path / "o"),
             str(profile_only)]
     first = json.loads(_fuzz(capsys, *args)[1])
     second = json.loads(_fuzz(capsys, *args)[1])
@@ -53,7 +53,7 @@ def test_a_surviving_mutant_fails_with_a_reproducing_check_command(profile_only,
     monkeypatch.setattr(explained, "VALID_VARIANTS",
                         tuple(v for v in explained.VALID_VARIANTS if (v.owner, v.field) != ("CacheGroup", "name")))
     out_dir = tmp_path / "failures"
-    code, out = _fuzz(capsys, "--campaign", "mutation", "--examples", "0", "--out", str(out_dir), str(profile_only))
+    code, out = _fuzz(capsys, "--campaign", "mutation", "--count", "0", "--output", str(out_dir), str(profile_only))
     assert code == 1
     assert "surviving mutant: profile.json: $.resources.cache_groups[0].name" in out
     directory = out_dir / "mutant-0001"
@@ -69,7 +69,7 @@ def test_an_input_that_is_not_accepted_fails(tmp_path, capsys) -> None:
     profile = json.loads((MINIMAX / "profile.json").read_text())
     profile["resources"]["cache_groups"][0]["num_layers"] = 0
     (directory / "profile.json").write_text(json.dumps(profile))
-    code, out = _fuzz(capsys, "--campaign", "mutation", "--examples", "0", "--out", str(tmp_path / "o"), str(directory))
+    code, out = _fuzz(capsys, "--campaign", "mutation", "--count", "0", "--output", str(tmp_path / "o"), str(directory))
     assert code == 1 and "input not accepted" in out and "PF014" in out
 
 

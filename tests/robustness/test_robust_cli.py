@@ -427,7 +427,7 @@ def _document_reader_calls(path: Path, out: Path) -> dict[str, tuple]:
         "simulate": ("simulate", path),
         "synth": ("synth", path, "-o", out / "synth"),
         "explore": ("explore", path, "--minimize", "1"),
-        "fuzz": ("fuzz", "--examples", "0", "--out", out / "fuzz", path),
+        "fuzz": ("fuzz", "--count", "0", "--output", out / "fuzz", path),
         "prove --examples": ("prove", "PF010", "--examples", examples),
         "import": ("import", examples / "set", "-o", out / "profile.json"),
         "plan": ("plan", path),
@@ -528,7 +528,7 @@ def test_every_corpus_file_as_an_explore_template_and_a_fuzz_input(tmp_path, cap
     if case["exit"] != 2:
         pytest.skip("loads: a well-formed document that a rule refuses")
     path = str(CORPUS / case["file"])
-    for args in (["explore", path, "--minimize", "1"], ["fuzz", "--examples", "0", "--out", str(tmp_path), path]):
+    for args in (["explore", path, "--minimize", "1"], ["fuzz", "--count", "0", "--output", str(tmp_path), path]):
         code = main(args)
         out, err = capsys.readouterr()
         assert code == 2, (args, out, err)
@@ -569,7 +569,7 @@ def _solver_calls(tmp_path: Path) -> dict[str, tuple[tuple, tuple[int, ...]]]:
         "prove rlimit past 2**64": (("prove", "PF010", "--rlimit", str(2**64)), (0, 2, 3)),  # bounded by --timeout
         "prove examples malformed": (("prove", "PF010", "--examples", ROOT / "tests" / "robustness"), (2,)),
         "prove examples not a directory": (("prove", "PF010", "--examples", "/dev/zero"), (2,)),
-        "prove witness dir unwritable": (("prove", "PF010", *shape, "--witness-dir", "/dev/null/x"), (2,)),
+        "prove witness dir unwritable": (("prove", "PF010", *shape, "--output", "/dev/null/x"), (2,)),
         "claim not an expression": (("claim", "doc.("), (2,)),
         "claim NUL in expression": (("claim", "doc\x01"), (2,)),
         "claim expression raises": (("claim", "1/0"), (2,)),  # a bad expression is bad input (exit 2)
@@ -588,10 +588,10 @@ def _solver_calls(tmp_path: Path) -> dict[str, tuple[tuple, tuple[int, ...]]]:
         "explore unknown attribute": (("explore", PROFILE, "--minimize", "doc.nope"), (2,)),
         "explore geometry": (("explore", EXAMPLES / "geometries" / "plain-32-full-attention.json", "--minimize", "1"),
                              (2,)),
-        "fuzz fixtures missing": (("fuzz", "--campaign", "ablation", "--examples", "0", "--out", tmp_path / "fuzz",
+        "fuzz fixtures missing": (("fuzz", "--campaign", "ablation", "--count", "0", "--output", tmp_path / "fuzz",
                                    "--fixtures", tmp_path / "missing", MINIMAX), (2,)),
-        "fuzz path missing": (("fuzz", "--examples", "0", tmp_path / "missing"), (2,)),
-        "fuzz examples negative": (("fuzz", "--examples", "-1"), (2,)),
+        "fuzz path missing": (("fuzz", "--count", "0", tmp_path / "missing"), (2,)),
+        "fuzz examples negative": (("fuzz", "--count", "-1"), (2,)),
     }
     for number, escape in enumerate(OBJECTIVE_ESCAPES):
         calls[f"explore escape {number}"] = (("explore", PROFILE, "--minimize", escape), (2,))

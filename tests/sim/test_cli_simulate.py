@@ -40,8 +40,8 @@ def test_bad_input_exits_2(tmp_path, capsys) -> None:
     path = tmp_path / "g.json"
     path.write_text('{"layers": [], "max_model_len": 8, "available_memory_bytes": 1, "extra": 1}')
     assert run(str(path)) == 2
-    err = capsys.readouterr().err
-    assert "$.extra: unknown key 'extra'" in err
+    out = capsys.readouterr().out  # the diagnostic on stdout, as every command's (docs/cli.md)
+    assert "$.extra: unknown key 'extra'" in out
     assert run(str(tmp_path / "missing.json"), "json") == 2
     assert json.loads(capsys.readouterr().out)["status"] == "bad_input"
 

@@ -38,7 +38,7 @@ def test_cli_claim_expression(capsys, tmp_path) -> None:
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["claims"][0]["verdict"] == "holds"
     code = main(["claim", "All(g.num_layers < 100 for g in doc.resources.cache_groups)", "--kind", "profile",
-                 "--max-shape", "groups=1,layers=1,mutations=0", "--counterexample-dir", str(tmp_path)])
+                 "--max-shape", "groups=1,layers=1,mutations=0", "--output", str(tmp_path)])
     assert code == 1
     assert (tmp_path / "EXPR.json").is_file()
     assert main(["claim"]) == 2

@@ -24,7 +24,7 @@ def _prove(rules: list[str], seed: int, jobs: int, tmp: Path, code: int = 0) -> 
     witnesses = tmp / f"w-{seed}-{jobs}-{len(rules)}"
     env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(ROOT)}
     run = subprocess.run([sys.executable, "-m", "kvproof", "prove", *rules, "--format", "json", "--jobs", str(jobs),
-                          "--witness-dir", str(witnesses)], capture_output=True, text=True, env=env, timeout=600)
+                          "--output", str(witnesses)], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == code, run.stderr
     report = {r["rule"]: {k: v for k, v in r.items() if k != "witness"} for r in json.loads(run.stdout)["rules"]}
     assert all("seconds" not in r for r in report.values())  # no clock in the report: the same bytes every run

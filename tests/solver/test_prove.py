@@ -102,7 +102,7 @@ def test_a_body_in_python_control_flow_is_pinned_not_misread() -> None:
 
 def test_cli_json_report(capsys, tmp_path) -> None:
     code = main(["prove", "PF001", "PF011", "--max-shape", "groups=1,layers=1,mutations=0", "--format", "json",
-                 "--witness-dir", str(tmp_path)])
+                 "--output", str(tmp_path)])
     out = capsys.readouterr().out
     report = json.loads(out)
     assert code == 0

@@ -1,4 +1,4 @@
-"""Every reachability witness the solver wrote (``kvproof prove --all --witness-dir
+"""Every reachability witness the solver wrote (``kvproof prove --all -o
 tests/solver/witnesses``) is refused by the concrete checker with its rule first."""
 
 from __future__ import annotations
@@ -33,5 +33,5 @@ def test_every_reachable_rule_has_a_witness() -> None:
     reachable = {rule.id for rule in all_rules() if rule.expect == "reachable"}
     missing = sorted(reachable - have)
     # A rule added after the witnesses were last written is listed here: run
-    # `kvproof prove --all --witness-dir tests/solver/witnesses` to refresh them.
+    # `kvproof prove --all -o tests/solver/witnesses` to refresh them.
     assert missing == NOT_YET_WITNESSED, f"rules without a witness: {missing}"
