@@ -195,6 +195,24 @@ def test_a_ring_split_into_kernel_blocks_is_refused(tmp_path, capsys) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_generated_views_leave_a_tail_ring_to_a_backend_of_any_multiple() -> None:
+    """The strategies bind a drawn views backend to the layers ``attn`` names but the tail rings,
+    which keep a backend accepting any multiple of 1, as every vLLM 0.33.0 ring backend does."""
+    from hypothesis import find, settings
+
+    from kvproof.fuzz.strategies import engine_settings
+
+    model = {"layers": [RING, {"name": "model.layers.{i}.self_attn.attn", "index": 1, "spec": "FullAttentionSpec",
+                               "num_kv_heads": 1, "head_size": 128, "dtype": "bfloat16"}]}
+    drawn = find(engine_settings(model),
+                 lambda s: "views" in s and s["views"]["backends"][-1]["kernel_block_sizes"] == [16],
+                 settings=settings(max_examples=5000, database=None))
+    ring = "model.layers.0.self_attn.indexer.tail_cache"
+    assert next(b for b in drawn["views"]["backends"] if b["match"] in ring)["kernel_block_sizes"] == [{"MultipleOf": 1}]
+    assert next(b for b in drawn["views"]["backends"] if b["match"] in "model.layers.1.self_attn.attn") == {
+        "match": "attn", "kernel_block_sizes": [16]}
+
+
 def test_an_attention_free_geometry_is_refused_with_vllm_source(tmp_path, capsys) -> None:
     """`"layers": []` used to synthesize records check refuses with SU001 (exit 0)."""
     geometry = tmp_path / "g.json"
