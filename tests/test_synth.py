@@ -102,38 +102,115 @@ EDGES = ["none", "no layers", "stepped range", "tiny max_model_len", "tiny pool"
          "tiny batch"]
 
 
-def test_every_synthesized_record_of_a_generated_geometry_is_accepted() -> None:
-    """Property: whatever geometry the strategies generate (also pushed to the edges above), synth
-    either refuses it (vLLM refuses to start: exit 1; kvproof's records cannot hold it: exit 2) or
-    every record it writes passes every rule."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
+def _synthesized_or_refused(document: dict) -> None:
+    """Synth either refuses the geometry (vLLM refuses to start: exit 1; kvproof's records cannot
+    hold it: exit 2) or every record it writes passes every rule."""
     from kvproof.commands.synth import records_for
     from kvproof.diagnostics import InputError
     from kvproof.fuzz.explained import known_synth_refusal
+
+    try:
+        geometry = load_geometry(json.dumps(document))
+    except InputError:
+        return  # an edit that made the geometry itself invalid
+    try:
+        synthesized = records_for(geometry)
+    except (Refusal, InputError):
+        return
+    records = [load_bytes(dumps(unstructure(rec)), f"synth/{name}") for name, rec in synthesized.files()]
+    diagnostics = check(records)
+    known = known_synth_refusal({d.rule for d in diagnostics}, synthesized.plan) if diagnostics else None
+    if known and known[0] == "F019":
+        return  # vLLM 0.33.0's own block aliasing, a documented finding BO005 reports (docs/fuzz-findings.md)
+    assert diagnostics == [], (json.dumps(document), [d.render() for d in diagnostics[:5]])
+
+
+def test_every_synthesized_record_of_a_generated_geometry_is_accepted() -> None:
+    """Property: whatever geometry the strategies generate (also pushed to the edges above),
+    :func:`_synthesized_or_refused` holds."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
     from kvproof.fuzz.strategies import geometries
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     @given(st.data())
     def run(data) -> None:
-        document = _edge(data.draw(geometries()), data.draw(st.sampled_from(EDGES)), data.draw)
-        try:
-            geometry = load_geometry(json.dumps(document))
-        except InputError:
-            return  # an edit that made the geometry itself invalid
-        try:
-            synthesized = records_for(geometry)
-        except (Refusal, InputError):
-            return
-        records = [load_bytes(dumps(unstructure(rec)), f"synth/{name}") for name, rec in synthesized.files()]
-        diagnostics = check(records)
-        known = known_synth_refusal({d.rule for d in diagnostics}, synthesized.plan) if diagnostics else None
-        if known and known[0] == "F019":
-            return  # vLLM 0.33.0's own block aliasing, a documented finding BO005 reports (docs/fuzz-findings.md)
-        assert diagnostics == [], (json.dumps(document), [d.render() for d in diagnostics[:5]])
+        _synthesized_or_refused(_edge(data.draw(geometries()), data.draw(st.sampled_from(EDGES)), data.draw))
 
     run()
+
+
+#: A tail ring of vLLM 0.33.0's GLM-5 indexer (models/glm5next/common/attention.py:125-179).
+RING = {"name": "model.layers.{i}.self_attn.indexer.tail_cache", "index": 0, "spec": "CircularBufferSpec",
+        "block_size": 4, "num_kv_heads": 2, "head_size": 128, "head_size_v": 0, "dtype": "bfloat16",
+        "dcp_sharded": False}
+
+#: Examples the property once failed on, as Hypothesis drew them (it cannot pin a ``st.data()``
+#: draw with ``@example``). "ring split": the views backend ``match: "attn"`` bound the tail ring
+#: to 16-token kernel blocks (two pipeline stages, HMA off; neither matters), and synth wrote
+#: records VC001 refuses.
+PINNED = {
+    "ring split": {
+        "name": "hypothesis:mla",
+        "layers": [{"name": "model.layers.{i}.self_attn.indexer.k_cache", "index": 0, "spec": "MLAAttentionSpec",
+                    "num_kv_heads": 1, "head_size": 128, "dtype": "uint8", "max_tp_shards": 1,
+                    "cache_role": "indexer"},
+                   RING,
+                   {"name": "model.layers.{i}.self_attn.attn", "index": 0, "spec": "MLAAttentionSpec",
+                    "num_kv_heads": 1, "head_size": 512, "dtype": "bfloat16", "max_tp_shards": 1,
+                    "is_index_group_leader": True}],
+        "max_model_len": 512, "enable_prefix_caching": True,
+        "workers": [["model.layers.0.self_attn.indexer.k_cache"],
+                    ["model.layers.0.self_attn.indexer.tail_cache", "model.layers.0.self_attn.attn"]],
+        "available_memory_bytes": 202137, "prefix_match_unit": 16, "max_num_batched_tokens": 256,
+        "async_scheduling": False, "tp": 2, "disable_hybrid_kv_cache_manager": True, "layer_order": "as_listed",
+        "original_max_model_len": -1,
+        "views": {"num_blocks": 1, "backends": [{"match": "attn", "kernel_block_sizes": [16]}]},
+    },
+}
+
+
+@pytest.mark.parametrize("name", PINNED)
+def test_a_pinned_generated_geometry_is_synthesized_or_refused(name: str) -> None:
+    _synthesized_or_refused(PINNED[name])
+
+
+def test_a_ring_split_into_kernel_blocks_is_refused(tmp_path, capsys) -> None:
+    """vLLM's kernel-block selection would split a ring whose backend needs 16-token kernel blocks
+    (the conformance golden ring_split_by_view_backend), but no vLLM 0.33.0 ring backend does:
+    synth writes no record VC001 refuses (exit 2, the backend's path)."""
+    geometry = tmp_path / "g.json"
+    geometry.write_text(json.dumps({
+        "layers": [RING, {"name": "model.layers.{i}.self_attn.attn", "index": 0, "spec": "FullAttentionSpec",
+                          "num_kv_heads": 1, "head_size": 128, "dtype": "bfloat16"}],
+        "block_size": 32, "max_model_len": 512, "available_memory_bytes": 1 << 24,
+        "views": {"num_blocks": 1, "backends": [{"match": "attn", "kernel_block_sizes": [16]}]}}))
+    assert main(["synth", str(geometry), "-o", str(tmp_path / "out")]) == 2
+    text = capsys.readouterr().out
+    assert text.startswith(
+        f"{geometry}: LD002 $.views.backends[0].kernel_block_sizes: binds the ring layer "
+        "model.layers.0.self_attn.indexer.tail_cache (CircularBufferSpec, 32-token blocks) to 16-token kernel blocks")
+    assert "v1/attention/backends/mla/indexer.py:325-327" in text
+    assert not (tmp_path / "out").exists()
+
+
+def test_generated_views_leave_a_tail_ring_to_a_backend_of_any_multiple() -> None:
+    """The strategies bind a drawn views backend to the layers ``attn`` names but the tail rings,
+    which keep a backend accepting any multiple of 1, as every vLLM 0.33.0 ring backend does."""
+    from hypothesis import find, settings
+
+    from kvproof.fuzz.strategies import engine_settings
+
+    model = {"layers": [RING, {"name": "model.layers.{i}.self_attn.attn", "index": 1, "spec": "FullAttentionSpec",
+                               "num_kv_heads": 1, "head_size": 128, "dtype": "bfloat16"}]}
+    drawn = find(engine_settings(model),
+                 lambda s: "views" in s and s["views"]["backends"][-1]["kernel_block_sizes"] == [16],
+                 settings=settings(max_examples=5000, database=None))
+    ring = "model.layers.0.self_attn.indexer.tail_cache"
+    assert next(b for b in drawn["views"]["backends"] if b["match"] in ring)["kernel_block_sizes"] == [{"MultipleOf": 1}]
+    assert next(b for b in drawn["views"]["backends"] if b["match"] in "model.layers.1.self_attn.attn") == {
+        "match": "attn", "kernel_block_sizes": [16]}
 
 
 def test_an_attention_free_geometry_is_refused_with_vllm_source(tmp_path, capsys) -> None:

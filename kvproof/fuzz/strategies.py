@@ -539,7 +539,14 @@ def engine_settings(draw, model: dict) -> dict:
     if draw(st.integers(0, 11)) == 0:  # kvproof extension: vLLM's auto-fit of max_model_len
         out["original_max_model_len"] = -1
     if "views" not in model and draw(st.integers(0, 5)) == 0:
+        # The drawn backend binds every layer "attn" names but the tail rings: every ring backend of
+        # vLLM 0.33.0 accepts any multiple of 1 (KpoolTailBackend, v1/attention/backends/mla/
+        # indexer.py:325-327; CompressorBackend; the rest AttentionBackend's default,
+        # v1/attention/backend.py:75-79), so no vLLM model splits a ring into kernel blocks (VC001).
+        rings = sorted({e["name"].split("{i}")[-1].lstrip(".") for e in model["layers"]
+                        if e["spec"] == "CircularBufferSpec" and "attn" in e["name"]})
         out["views"] = {"num_blocks": draw(st.integers(1, 4)), "backends": [
+            *({"match": ring, "kernel_block_sizes": [{"MultipleOf": 1}]} for ring in rings),
             {"match": "attn", "kernel_block_sizes": draw(kernel_block_sizes())}]}
     if out.get("speculative", {}).get("method") == "suffix" and out.get("async_scheduling") is True:
         # Suffix drafting runs on the V1 model runner, which refuses explicit async scheduling while

@@ -31,7 +31,7 @@ from .specs import AttentionSpec, EncoderOnlyAttentionSpec, KVCacheSpec, MambaSp
 
 __all__ = [
     "ViewPlan", "Backend", "plan_views", "select_common_block_size", "kernel_blocks_on_axis", "kernel_block_id",
-    "DEFAULT_VIEW_BLOCKS",
+    "DEFAULT_VIEW_BLOCKS", "backend_position",
 ]
 
 DEFAULT_VIEW_BLOCKS = 3
@@ -138,11 +138,15 @@ def select_common_block_size(kv_manager_block_size: int, backends: list[Backend]
     )
 
 
+def backend_position(layer: str, matches: list[str]) -> int | None:
+    """The geometry's backend of a layer: the first ``views.backends`` entry whose ``match`` is a
+    substring of its name (None: the default backend, any multiple of 1)."""
+    return next((position for position, match in enumerate(matches) if match in layer), None)
+
+
 def _backend_for(layer: str, backends: list[Backend], matches: list[str]) -> Backend:
-    for match, backend in zip(matches, backends):
-        if match in layer:
-            return backend
-    return _DEFAULT_BACKEND
+    position = backend_position(layer, matches)
+    return _DEFAULT_BACKEND if position is None else backends[position]
 
 
 def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[ViewPlan]:

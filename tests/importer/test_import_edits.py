@@ -46,11 +46,16 @@ DERIVED = {
 
 def _imported(geometry: Path):
     """(records, profile tree) of the geometry's synthesized record set, or None when vLLM
-    refuses to start it or a known finding refuses its records."""
+    refuses to start it, kvproof synth writes none for it or a known finding refuses them."""
+    from kvproof.commands.synth import split_ring
+
+    loaded = load_geometry(geometry.read_text(), str(geometry))
     try:
-        records = synthesize(load_geometry(geometry.read_text(), str(geometry)))
+        records = synthesize(loaded)
     except Refusal:
         return None
+    if split_ring(loaded, records):
+        return None  # kvproof synth writes no records for it
     documents = tuple(load_bytes(dumps(unstructure(record)), f"phase/{name}") for name, record in records.files())
     result = run_import([Phase("phase", documents, ())], model="kvproof/synthesized")
     if result.diagnostics:
