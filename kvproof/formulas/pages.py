@@ -118,7 +118,7 @@ def state_tensor_bytes(shape: Sequence[Any], dtype_size: Any) -> Any:
 def mamba_state_size_bytes(state_sizes_bytes: list[Any]) -> Any:
     """``MambaSpec.state_content_size_bytes`` (1109-1114): ``sum(prod(shape) * dtype_size)``;
     the caller passes one :func:`state_tensor_bytes` per state tensor."""
-    return Sum(state_sizes_bytes)
+    return Sum(*state_sizes_bytes)
 
 
 def uniform_type_page_size_bytes(layer_pages: list[Any]) -> Any:

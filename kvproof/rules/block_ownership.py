@@ -17,13 +17,11 @@ views, never on ``num_blocks``:
 
 from __future__ import annotations
 
-import operator
-
 from ..formulas.kernel_blocks import kernel_blocks_per_block
 from ..formulas.placement import pages_alias_only_same_block_of_other_groups as pages_alias
 from ..formulas.placement import ranges_disjoint, ranges_intersect, region_end
 from ..formulas.view_extents import concrete_axis, dense_bytes, dimensions_disjoint, view_extent as extent_of
-from ..logic import And, Implies, Max, concrete, is_symbolic
+from ..logic import And, Implies, Max, concrete
 from ..models.codec import ABSENT
 from .core import Instance, binding, child, rule
 from .layout import layer_view_lists, layer_views, places
@@ -215,9 +213,10 @@ def _pages(record) -> list[_Page]:
     num_blocks = record.cache.num_blocks
     for name, place in places(record).items():
         if place.tensor is not None:
+            start, stride = place.page_start, place.tensor.block_stride
+            subject = f"$.cache.tensor_allocations[{place.tensor_index}]"
             for offset, length in place.chunks(num_blocks):
-                out.append(_Page(name, place.group_index, place.page_start + offset, length, place.tensor.block_stride,
-                                 f"$.cache.tensor_allocations[{place.tensor_index}]"))
+                out.append(_Page(name, place.group_index, start + offset, length, stride, subject))
     return out
 
 
@@ -239,30 +238,26 @@ def _candidate_pairs(pages: list[_Page]):
             by_stride.setdefault(page.stride, []).append(page)
     for stride, members in by_stride.items():
         intervals = []
-        for page in members:
+        for index, page in enumerate(members):
             residue = page.start % stride
-            intervals.append((residue, residue + page.length, page))
-            if residue + page.length > stride:  # wraps into the next block stride
-                intervals.append((residue - stride, residue + page.length - stride, page))
-        intervals.sort(key=_START_END)
-        active: list[tuple[int, _Page]] = []
+            end = residue + page.length
+            intervals.append((residue, end, index))
+            if end > stride:  # wraps into the next block stride
+                intervals.append((residue - stride, end - stride, index))
+        # by start and end; equal ranges in page order (a page's two ranges never tie)
+        intervals.sort()
+        active: list[tuple[int, int]] = []
         seen: set[tuple[int, int]] = set()
-        order = {id(page): index for index, page in enumerate(members)}
-        for start, end, page in intervals:
-            active = [(e, p) for e, p in active if e > start]
+        for start, end, index in intervals:
+            active = [(e, i) for e, i in active if e > start]
             for _end, other in active:
-                if other is page:
+                if other == index:
                     continue
-                a, b = order[id(page)], order[id(other)]
-                if a > b:
-                    a, b = b, a
-                if (a, b) not in seen:
-                    seen.add((a, b))
-                    yield members[a], members[b]
-            active.append((end, page))
-
-
-_START_END = operator.itemgetter(0, 1)
+                pair = (other, index) if other < index else (index, other)
+                if pair not in seen:
+                    seen.add(pair)
+                    yield members[pair[0]], members[pair[1]]
+            active.append((end, index))
 
 
 @binding("worker")
@@ -295,18 +290,34 @@ def ratio_of(view, place):
     return kernel_blocks_per_block(place.block_size, view.kernel_block_size_tokens)
 
 
-def view_extent(view, place):
-    """Bytes one manager block of the view spans, from its first byte (memoized per view on a
-    concrete record: BO008 and BO009 both ask)."""
-    key = ("extent", id(view))
-    known = place.memo.get(key)
-    if known is not None:
-        return known[1]
-    extent = extent_of(view.element_size_bytes, view.shape, view.stride_bytes, concrete_axis(view.block_axis),
+def view_memo(name, view, place, compute):
+    """``compute(element size, shape, strides, block axis, ratio)`` of a view, remembered per
+    record for plain values: the layers of a group share a handful of view shapes (the GLM worker's
+    169 views have five), and BO007, BO008 and BO009 each ask. Each view's content key is kept by
+    its id (with the view, so the id stays its own). A view whose values may be symbolic is
+    computed every time."""
+    memo = place.memo
+    seen = memo.get(id(view))
+    if seen is None or seen[0] is not view:
+        ratio = ratio_of(view, place)
+        values = (view.element_size_bytes, view.block_axis, ratio)
+        plain = concrete(*values, *view.shape, *view.stride_bytes)
+        seen = memo[id(view)] = (view, (*values, tuple(view.shape), tuple(view.stride_bytes)) if plain else None)
+    content = seen[1]
+    if content is None:
+        return compute(view.element_size_bytes, view.shape, view.stride_bytes, concrete_axis(view.block_axis),
                        ratio_of(view, place))
-    if not is_symbolic(extent):
-        place.memo[key] = (view, extent)  # the view is kept alive so its id stays its own
-    return extent
+    key = (name, content)
+    known = memo.get(key)
+    if known is None:
+        element, axis, ratio, shape, strides = content
+        known = memo[key] = compute(element, shape, strides, axis, ratio)
+    return known
+
+
+def view_extent(view, place):
+    """Bytes one manager block of the view spans, from its first byte."""
+    return view_memo("extent", view, place, extent_of)
 
 
 @rule(
@@ -322,8 +333,7 @@ def view_dimensions_disjoint(view, place, num_blocks):
     it, and the kernel rows of a split block clear one row."""
     if len(view.shape) != len(view.stride_bytes):
         return False
-    return dimensions_disjoint(view.element_size_bytes, view.shape, view.stride_bytes, concrete_axis(view.block_axis),
-                               ratio_of(view, place))
+    return view_memo("disjoint", view, place, dimensions_disjoint)
 
 
 @rule(
@@ -372,6 +382,9 @@ def dense_bytes_fit_page(views, place, num_blocks):
     """The elements of one manager block of all views of a layer fit in its page."""
     dense = 0
     for view in views:
-        dense = dense + dense_bytes(view.element_size_bytes, view.shape, concrete_axis(view.block_axis),
-                                    ratio_of(view, place))
+        dense = dense + view_memo("dense", view, place, _dense_bytes)
     return dense <= place.page
+
+
+def _dense_bytes(element_size, shape, strides, axis, ratio):
+    return dense_bytes(element_size, shape, axis, ratio)
