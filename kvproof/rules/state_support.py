@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..logic import And, Implies, Not, Or, Present, ValueOf
 from ..sim.state_support import (AXES, DEFAULT_REVISION, EAGLE_METHODS, KDA_ARCHITECTURES, NATIVE_MTP_METHODS,
                                  REFUSALS, REPLAYSSM_ARCHITECTURES, REVISIONS, Refusal, matches, refusal_names, rows_of)
-from .core import Instance, binding, rule
+from .core import Binding, Instance, binding, rule
 
 __all__ = ["RecordView", "resolved_state"]
 
@@ -106,11 +106,15 @@ def resolved_state(record):
     yield Instance("$.resolved_config", (record.resolved_config,))
 
 
-@binding("worker", "scheduler")
-def resolved_state_view(record):
+def _resolved_state_view(record):
     """A record's resolved settings seen as the table's axes: one view per record, so the table's
     rules (SS005-SS020) share its verdicts."""
     yield Instance("$.resolved_config", (RecordView(record.resolved_config),))
+
+
+#: The table rules' binding: it judges what ``resolved_state`` judges (and ``kvproof rules`` names
+#: it so), its instances carry the record's view instead of the bare settings.
+resolved_state_view = Binding(("worker", "scheduler"), _resolved_state_view, "resolved_state")
 
 
 @rule(

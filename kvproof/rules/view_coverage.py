@@ -86,8 +86,7 @@ def kernel_block_stride_not_negative(stride):
 )
 def kernel_blocks_cover_pool(view, place, num_blocks):
     """Stride 0: ``num_blocks * ratio`` kernel rows; positive stride: ``(num_blocks - 1) *
-    kernel_block_stride + ratio`` rows, on the block axis (the formula sim/views.py and
-    sim/pool.py lay the views out with)."""
+    kernel_block_stride + ratio`` rows, on the block axis."""
     axis = view.block_axis
     expected = kernel_blocks_on_axis(num_blocks, place.block_size, view.kernel_block_size_tokens, view.kernel_block_stride)
     return And(axis >= 0, axis < len(view.shape), select(view.shape, axis) == expected)
