@@ -488,3 +488,26 @@ def OrDefault(value: Any, default: Any) -> Any:
     if value is None or type(value).__name__ == "Absent":
         return default
     return value
+
+
+# --------------------------------------------------------------------------------------------
+# Plain operands: where a formula (kvproof.formulas) keeps its one fast path.
+
+#: The operand types that can never stand for a z3 term (a solver leaf is none of them).
+_SCALAR_TYPES = frozenset({int, bool, float, str, type(None)})
+
+
+def concrete(*values: Any) -> bool:
+    """True when every value is a plain Python int, bool, float, str or None (always inside
+    :class:`concrete_only`): a formula may then compute with Python's own operators, stopping at
+    the first failed test, and give the verdict its helper expression gives. A z3 term, a solver
+    leaf (an optional field of a symbolic document) or any other object makes it False."""
+    if _CONCRETE_ONLY:
+        return True
+    for value in values:
+        if type(value) not in _SCALAR_TYPES:
+            return False
+    return True
+
+
+__all__ += ["concrete"]

@@ -49,7 +49,7 @@ UNKNOWN = "kvproof-unknown"
 
 def _static_vocabulary() -> dict[str, tuple[str, ...]]:
     from ..rules.spec_classes import ATTENTION_SPECS, STATE_SPECS, UNIFORM_GROUP
-    from ..rules.view_coverage import DTYPE_BYTES
+    from ..formulas.dtypes import ELEMENT_BYTES as DTYPE_BYTES
     from ..sim.layout import KVCacheLayout
 
     dtypes = tuple(sorted(DTYPE_BYTES)) + ("torch.bfloat16",)

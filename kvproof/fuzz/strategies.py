@@ -22,8 +22,9 @@ Use them in your own tests::
     def test_a_valid_geometry_is_planned_or_refused(geometry):
         assert simulate_document(geometry)["status"] in ("ok", "refused")
 
-Only the standard library and Hypothesis are imported (and, lazily, ``kvproof.sim`` to size the tight
-pools of :func:`geometries_with_requests`).
+Only the standard library, Hypothesis and the one dtype table (``kvproof.formulas.dtypes``, which
+imports nothing heavy) are imported (and, lazily, ``kvproof.sim`` to size the tight pools of
+:func:`geometries_with_requests`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
+
+from ..formulas.dtypes import ELEMENT_BYTES
 
 __all__ = [
     "DTYPES",
@@ -56,8 +59,9 @@ __all__ = [
     "special_model",
 ]
 
-#: dtype names of the geometry format and their sizes in bytes.
-DTYPES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1, "float8_e4m3fn": 1}
+#: The canonical dtype names of the geometry format (what ``dtype_names`` draws, aliases resolved)
+#: and their sizes in bytes, from the one dtype table.
+DTYPES: dict[str, int] = {name: ELEMENT_BYTES[name] for name in ("bfloat16", "float16", "float32", "uint8", "float8_e4m3fn")}
 #: The KV cache layouts of ``vllm/v1/kv_cache_layout.py``.
 LAYOUTS: tuple[str, ...] = ("LBNHC", "LBHNC", "LHBNC", "BLHNC", "BLNHC", "BHLNC")
 #: The model families :func:`geometries` draws from (names of the ``*_model`` strategies).
@@ -430,7 +434,11 @@ _FAMILY_STRATEGIES = {
 # --- engine settings ---------------------------------------------------------------------------------
 
 def _dtype_bytes(name: str) -> int:
-    return DTYPES[{"bf16": "bfloat16", "fp8": "float8_e4m3fn"}.get(name, name)]
+    # Imported here: kvproof.models.geometry costs about 200 ms of attrs and cattrs imports
+    # (python -X importtime), which a user's strategies should not pay at import.
+    from ..models.geometry import canonical_dtype
+
+    return ELEMENT_BYTES[canonical_dtype(name)]
 
 
 def _prod(values) -> int:

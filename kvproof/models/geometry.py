@@ -35,9 +35,9 @@ from .codec import (
 __all__ = [
     "MultipleOf", "Geometry", "LayerEntry", "Speculative", "StateBackend", "replay_ring_layer", "PlatformAlignment", "Views",
     "ViewBackend", "Simulate", "WorkloadRequest", "ExpandedLayer", "load_geometry", "expand_layers",
-    "SPEC_CLASSES", "SPEC_FIELDS", "REQUIRED_FIELDS", "DTYPE_SIZES", "DTYPE_CANONICAL",
+    "SPEC_CLASSES", "SPEC_FIELDS", "REQUIRED_FIELDS", "DTYPE_CANONICAL",
     "KV_QUANT_MODES", "MAMBA_TYPES", "LAYOUT_NAMES", "LAYOUT_ALIASES", "canonical_dtype",
-    "dtype_size", "parse_tokens_per_state", "MAX_LAYERS",
+    "parse_tokens_per_state", "MAX_LAYERS",
 ]
 
 
@@ -55,9 +55,10 @@ class MultipleOf:
         return f"MultipleOf({self.base})"
 
 
-#: torch dtype names (and the aliases a geometry may use) -> canonical torch name.  ``fp8`` is
-#: ``torch.float8_e4m3fn`` (the conformance oracle's reading; same element size as vLLM's cache
-#: dtype string ``"fp8"``, which maps to ``torch.uint8``).
+#: The dtype names a geometry may write (torch names and aliases) -> canonical torch name.  ``fp8``
+#: is ``torch.float8_e4m3fn`` (the conformance oracle's reading; same element size as vLLM's cache
+#: dtype string ``"fp8"``, which maps to ``torch.uint8``).  Element sizes are the one dtype table's,
+#: ``kvproof.formulas.dtypes`` (the floor above this one: the loader needs names, not sizes).
 DTYPE_CANONICAL: dict[str, str] = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float16": "float16",
@@ -65,11 +66,6 @@ DTYPE_CANONICAL: dict[str, str] = {
     "uint8": "uint8",
     "float8_e4m3fn": "float8_e4m3fn", "fp8": "float8_e4m3fn",
 }
-#: Bytes per element of each canonical dtype (``torch.tensor([], dtype=d).element_size()``).
-DTYPE_SIZES: dict[str, int] = {
-    "bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1, "int8": 1, "float8_e4m3fn": 1,
-}
-
 #: ``KVQuantMode`` (``vllm/v1/kv_cache_interface.py:39-69``); CUSTOM aliases OCTAVE_K3V4 (12).
 KV_QUANT_MODES: dict[str, int] = {
     "NONE": 0, "FP8_PER_TENSOR": 1, "INT8_PER_TOKEN_HEAD": 2, "FP8_PER_TOKEN_HEAD": 3,
@@ -98,10 +94,6 @@ _FRACTION = re.compile(r"^\s*(-?\d+)\s*/\s*(\d+)\s*$")
 
 def canonical_dtype(name: str) -> str:
     return DTYPE_CANONICAL[name]
-
-
-def dtype_size(name: str) -> int:
-    return DTYPE_SIZES[DTYPE_CANONICAL[name]]
 
 
 def parse_tokens_per_state(value: Any) -> int | Fraction:

@@ -9,19 +9,22 @@ views, never on ``num_blocks``:
 
 * a page of block ``b`` and a page of block ``b'`` overlap iff ``d + (b - b') * S`` lies in
   ``(-len_p, len_q)`` (``d`` the pages' start difference, ``S`` the shared block stride): the
-  integers ``k = b - b'`` that do so form one short range computed with ``div``/``cdiv``;
-* a view's per-block extent is ``item + (ratio - 1) * s_axis + sum_{i != axis} (d_i - 1) * s_i``.
+  integers ``k = b - b'`` that do so form one short range computed with ``div``/``cdiv``
+  (:mod:`kvproof.formulas.placement`);
+* a view's per-block extent is ``item + (ratio - 1) * s_axis + sum_{i != axis} (d_i - 1) * s_i``
+  (:mod:`kvproof.formulas.view_extents`).
 """
 
 from __future__ import annotations
 
-import operator
-
-from ..logic import And, ConcreteRequired, If, Implies, Max, Min, Not, cdiv, checking_concretely, div, is_symbolic
+from ..formulas.kernel_blocks import kernel_blocks_per_block
+from ..formulas.placement import pages_alias_only_same_block_of_other_groups as pages_alias
+from ..formulas.placement import ranges_disjoint, ranges_intersect, region_end
+from ..formulas.view_extents import concrete_axis, dense_bytes, dimensions_disjoint, view_extent as extent_of
+from ..logic import And, Implies, Max, concrete
 from ..models.codec import ABSENT
 from .core import Instance, binding, child, rule
 from .layout import layer_view_lists, layer_views, places
-from .view_coverage import ratio_of, select
 
 _PLACEMENT = "vllm/v1/kv_cache_interface.py:1474-1495 (KVCacheTensor), vllm/v1/core/kv_cache_planning.py:642-741"
 _VIEWS = "vllm/v1/kv_cache_interface.py:360-482 (compute_layer_kv_cache_shape_bytes, create_kv_cache_views)"
@@ -51,20 +54,20 @@ def one_backing_allocation(tensor, storages):
 @binding("worker")
 def placed_layers(record):
     """Every layer name a group, an allocation or a view map names, with its placement counts."""
-    grouped = list(places(record))
+    layer_places = places(record)
     allocated: dict[str, int] = {}
     for tensor in record.cache.tensor_allocations:
         for name in tensor.layers:
             allocated[name] = allocated.get(name, 0) + 1
     viewed = record.cache.layer_tensors
-    names = grouped + [n for n in allocated if n not in places(record)] + [n for n in viewed if n not in places(record)]
+    names = list(layer_places) + [n for n in allocated if n not in layer_places] + [n for n in viewed if n not in layer_places]
     seen = set()
     for name in names:
         if name in seen:
             continue
         seen.add(name)
         yield Instance(child("$.cache.layer_tensors", name) if name in viewed else "$.cache.tensor_allocations",
-                       (name in places(record), allocated.get(name, 0), len(viewed.get(name, ()))), {"layer": name})
+                       (name in layer_places, allocated.get(name, 0), len(viewed.get(name, ()))), {"layer": name})
 
 
 @rule(
@@ -108,10 +111,9 @@ def page_fits_block_stride(tensor, runs, footprints, num_blocks):
     return Max(*runs) <= tensor.block_stride
 
 
-def region_end(tensor, footprints, num_blocks):
+def tensor_end(tensor, footprints, num_blocks):
     """One past the last byte of the tensor's last layer's page of the last block."""
-    return (tensor.offset + (len(tensor.layers) - 1) * tensor.layer_stride + (num_blocks - 1) * tensor.block_stride
-            + Max(*footprints))
+    return region_end(tensor.offset, len(tensor.layers), tensor.layer_stride, num_blocks, tensor.block_stride, footprints)
 
 
 @rule(
@@ -125,7 +127,7 @@ def region_inside_storage(tensor, runs, footprints, num_blocks):
     """``offset + (len(layers) - 1) * layer_stride + (num_blocks - 1) * block_stride + page <=
     size``, the page being the largest page of the tensor's layers (an LHBNC page: up to the end
     of its last head chunk)."""
-    return And(num_blocks > 0, region_end(tensor, footprints, num_blocks) <= tensor.size)
+    return And(num_blocks > 0, tensor_end(tensor, footprints, num_blocks) <= tensor.size)
 
 
 LAYER_OUTER = ("LBNHC", "LBHNC", "LHBNC")
@@ -193,9 +195,9 @@ def tensor_pairs(record):
 )
 def intersecting_tensors_share_stride(tensor, footprints, other, other_footprints, num_blocks):
     """Two tensors whose byte regions intersect use one block stride."""
-    start, end = tensor.offset, region_end(tensor, footprints, num_blocks)
-    other_start, other_end = other.offset, region_end(other, other_footprints, num_blocks)
-    return Implies(And(start < other_end, other_start < end), tensor.block_stride == other.block_stride)
+    start, end = tensor.offset, tensor_end(tensor, footprints, num_blocks)
+    other_start, other_end = other.offset, tensor_end(other, other_footprints, num_blocks)
+    return Implies(ranges_intersect(start, end, other_start, other_end), tensor.block_stride == other.block_stride)
 
 
 class _Page:
@@ -211,9 +213,10 @@ def _pages(record) -> list[_Page]:
     num_blocks = record.cache.num_blocks
     for name, place in places(record).items():
         if place.tensor is not None:
+            start, stride = place.page_start, place.tensor.block_stride
+            subject = f"$.cache.tensor_allocations[{place.tensor_index}]"
             for offset, length in place.chunks(num_blocks):
-                out.append(_Page(name, place.group_index, place.page_start + offset, length, place.tensor.block_stride,
-                                 f"$.cache.tensor_allocations[{place.tensor_index}]"))
+                out.append(_Page(name, place.group_index, start + offset, length, stride, subject))
     return out
 
 
@@ -224,7 +227,7 @@ def _candidate_pairs(pages: list[_Page]):
     share a byte, so they are skipped (a sweep over sorted residues, not all pairs); pages of
     different strides are left to BO005. On a symbolic record every pair is a candidate.
     """
-    if not checking_concretely() and any(is_symbolic(p.start, p.length, p.stride) for p in pages):
+    if not all(concrete(p.start, p.length, p.stride) for p in pages):
         for i, first in enumerate(pages):
             for second in pages[i + 1:]:
                 yield first, second
@@ -235,30 +238,26 @@ def _candidate_pairs(pages: list[_Page]):
             by_stride.setdefault(page.stride, []).append(page)
     for stride, members in by_stride.items():
         intervals = []
-        for page in members:
+        for index, page in enumerate(members):
             residue = page.start % stride
-            intervals.append((residue, residue + page.length, page))
-            if residue + page.length > stride:  # wraps into the next block stride
-                intervals.append((residue - stride, residue + page.length - stride, page))
-        intervals.sort(key=_START_END)
-        active: list[tuple[int, _Page]] = []
+            end = residue + page.length
+            intervals.append((residue, end, index))
+            if end > stride:  # wraps into the next block stride
+                intervals.append((residue - stride, end - stride, index))
+        # by start and end; equal ranges in page order (a page's two ranges never tie)
+        intervals.sort()
+        active: list[tuple[int, int]] = []
         seen: set[tuple[int, int]] = set()
-        order = {id(page): index for index, page in enumerate(members)}
-        for start, end, page in intervals:
-            active = [(e, p) for e, p in active if e > start]
+        for start, end, index in intervals:
+            active = [(e, i) for e, i in active if e > start]
             for _end, other in active:
-                if other is page:
+                if other == index:
                     continue
-                a, b = order[id(page)], order[id(other)]
-                if a > b:
-                    a, b = b, a
-                if (a, b) not in seen:
-                    seen.add((a, b))
-                    yield members[a], members[b]
-            active.append((end, page))
-
-
-_START_END = operator.itemgetter(0, 1)
+                pair = (other, index) if other < index else (index, other)
+                if pair not in seen:
+                    seen.add(pair)
+                    yield members[pair[0]], members[pair[1]]
+            active.append((end, index))
 
 
 @binding("worker")
@@ -283,70 +282,42 @@ def pages_alias_only_same_block_of_other_groups(start, length, other_start, othe
     """Pages ``p`` (block ``b``) and ``q`` (block ``b'``) overlap iff ``d + k * S`` lies in
     ``(-len_p, len_q)`` with ``d = start_p - start_q`` and ``k = b - b'`` in ``[1 - N, N - 1]``.
     No ``k != 0`` may do so, and ``k == 0`` only for pages of different groups."""
-    if checking_concretely():
-        return _pages_alias_concrete(start, length, other_start, other_length, stride, other_stride,
-                                     different_groups, num_blocks)
-    d = start - other_start
-    low = Max(div(-length - d, stride) + 1, 1 - num_blocks)
-    high = Min(cdiv(other_length - d, stride) - 1, num_blocks - 1)
-    other_blocks = And(low <= high, Not(And(low == 0, high == 0)))
-    same_block = And(d > -length, d < other_length, low <= 0, high >= 0)
-    return Implies(stride == other_stride, And(Not(other_blocks), Implies(same_block, different_groups)))
+    return pages_alias(start, length, other_start, other_length, stride, other_stride, different_groups, num_blocks)
 
 
-def _pages_alias_concrete(start, length, other_start, other_length, stride, other_stride, different_groups,
-                          num_blocks) -> bool:
-    """:func:`pages_alias_only_same_block_of_other_groups` on plain integers (the checker's hot
-    path; the same formulas, with ``div``/``cdiv`` of a zero stride giving 0)."""
-    if stride != other_stride:
-        return True
-    d = start - other_start
-    low = max(((-length - d) // stride if stride else 0) + 1, 1 - num_blocks)
-    high = min((-((d - other_length) // stride) if stride else 0) - 1, num_blocks - 1)
-    other_blocks = low <= high and not (low == 0 and high == 0)
-    same_block = -length < d < other_length and low <= 0 <= high
-    return not other_blocks and (not same_block or bool(different_groups))
+def ratio_of(view, place):
+    """Kernel blocks per manager block of the view."""
+    return kernel_blocks_per_block(place.block_size, view.kernel_block_size_tokens)
 
 
-def block_axis(view) -> int:
-    """The view's block axis, which selects dimensions: a symbolic document pins it per shape."""
-    if is_symbolic(view.block_axis):
-        raise ConcreteRequired("block_axis selects dimensions; pin it in the symbolic document's shape",
-                               [view.block_axis])
-    return view.block_axis
+def view_memo(name, view, place, compute):
+    """``compute(element size, shape, strides, block axis, ratio)`` of a view, remembered per
+    record for plain values: the layers of a group share a handful of view shapes (the GLM worker's
+    169 views have five), and BO007, BO008 and BO009 each ask. Each view's content key is kept by
+    its id (with the view, so the id stays its own). A view whose values may be symbolic is
+    computed every time."""
+    memo = place.memo
+    seen = memo.get(id(view))
+    if seen is None or seen[0] is not view:
+        ratio = ratio_of(view, place)
+        values = (view.element_size_bytes, view.block_axis, ratio)
+        plain = concrete(*values, *view.shape, *view.stride_bytes)
+        seen = memo[id(view)] = (view, (*values, tuple(view.shape), tuple(view.stride_bytes)) if plain else None)
+    content = seen[1]
+    if content is None:
+        return compute(view.element_size_bytes, view.shape, view.stride_bytes, concrete_axis(view.block_axis),
+                       ratio_of(view, place))
+    key = (name, content)
+    known = memo.get(key)
+    if known is None:
+        element, axis, ratio, shape, strides = content
+        known = memo[key] = compute(element, shape, strides, axis, ratio)
+    return known
 
 
 def view_extent(view, place):
-    """Bytes one manager block of the view spans, from its first byte (memoized per view on a
-    concrete record: BO008, BO009 and VC007 all ask)."""
-    key = ("extent", id(view))
-    known = place.memo.get(key)
-    if known is not None:
-        return known[1]
-    extent = _view_extent(view, place)
-    if not is_symbolic(extent):
-        place.memo[key] = (view, extent)  # the view is kept alive so its id stays its own
-    return extent
-
-
-def _view_extent(view, place):
-    axis = block_axis(view)
-    extent = view.element_size_bytes + (ratio_of(view, place) - 1) * select(view.stride_bytes, axis)
-    for index, (size, stride) in enumerate(zip(view.shape, view.stride_bytes)):
-        if index != axis:
-            extent = extent + (size - 1) * stride
-    return extent
-
-
-def stride_order(view) -> list[int]:
-    """The non-block dimensions from the smallest stride up. A concrete view is sorted by its
-    strides (vLLM's layouts permute H and N inside a block); a symbolic view keeps its shape order
-    reversed, the order its document's shape pins."""
-    axis = block_axis(view)
-    dims = [i for i in range(len(view.shape)) if i != axis]
-    if is_symbolic(*view.stride_bytes):
-        return list(reversed(dims))
-    return sorted(dims, key=lambda i: (view.stride_bytes[i], -i))
+    """Bytes one manager block of the view spans, from its first byte."""
+    return view_memo("extent", view, place, extent_of)
 
 
 @rule(
@@ -362,36 +333,7 @@ def view_dimensions_disjoint(view, place, num_blocks):
     it, and the kernel rows of a split block clear one row."""
     if len(view.shape) != len(view.stride_bytes):
         return False
-    axis = block_axis(view)
-    ratio = ratio_of(view, place)
-    if not is_symbolic(view.element_size_bytes, ratio, *view.shape, *view.stride_bytes):
-        return _dimensions_disjoint_concrete(view, axis, ratio)
-    checks = [view.element_size_bytes > 0]
-    span = view.element_size_bytes
-    for index in stride_order(view):
-        size, stride = view.shape[index], view.stride_bytes[index]
-        checks.append(stride >= 0)
-        checks.append(Implies(size > 1, stride >= span))
-        span = span + If(size > 1, (size - 1) * stride, 0)
-    checks.append(Implies(ratio > 1, select(view.stride_bytes, axis) >= span))
-    return And(*checks)
-
-
-def _dimensions_disjoint_concrete(view, axis, ratio) -> bool:
-    """:func:`view_dimensions_disjoint` on plain integers (the checker's hot path; same verdict)."""
-    span = view.element_size_bytes
-    if not span > 0:
-        return False
-    strides = view.stride_bytes
-    # stride_order(view): the non-block dimensions by (stride, -index)
-    for _stride, negated in sorted([(strides[i], -i) for i in range(len(view.shape)) if i != axis]):
-        index = -negated
-        size, stride = view.shape[index], strides[index]
-        if stride < 0 or (size > 1 and stride < span):
-            return False
-        if size > 1:
-            span += (size - 1) * stride
-    return not ratio > 1 or select(view.stride_bytes, axis) >= span
+    return view_memo("disjoint", view, place, dimensions_disjoint)
 
 
 @rule(
@@ -406,9 +348,6 @@ def view_inside_page(view, place, num_blocks):
     """A view lies in its layer's page: it starts in the page of block 0 of its tensor, and one
     manager block of it ends inside that page."""
     offset = view.storage_offset_bytes - place.page_start
-    if checking_concretely():  # plain values (view_extent cannot raise on them)
-        return (view.storage_id == place.tensor.storage_id and offset >= 0
-                and offset + view_extent(view, place) <= place.footprint(num_blocks))
     return And(view.storage_id == place.tensor.storage_id, offset >= 0,
                offset + view_extent(view, place) <= place.footprint(num_blocks))
 
@@ -422,19 +361,10 @@ def view_inside_page(view, place, num_blocks):
 )
 def views_of_a_layer_disjoint(views, place, num_blocks):
     """The views of one layer (a Mamba layer's state tensors) occupy disjoint bytes of its page."""
-    if checking_concretely():  # plain integers: stop at the first overlap
-        for i, first in enumerate(views):
-            for second in views[i + 1:]:
-                if (first.storage_offset_bytes < second.storage_offset_bytes + view_extent(second, place)
-                        and second.storage_offset_bytes < first.storage_offset_bytes + view_extent(first, place)):
-                    return False
-        return True
-    checks = []
-    for i, first in enumerate(views):
-        for second in views[i + 1:]:
-            checks.append(Not(And(first.storage_offset_bytes < second.storage_offset_bytes + view_extent(second, place),
-                                  second.storage_offset_bytes < first.storage_offset_bytes + view_extent(first, place))))
-    return And(*checks)
+    if len(views) < 2:
+        return True  # no pair
+    starts = [view.storage_offset_bytes for view in views]
+    return ranges_disjoint(starts, [start + view_extent(view, place) for start, view in zip(starts, views)])
 
 
 @rule(
@@ -450,21 +380,11 @@ def views_of_a_layer_disjoint(views, place, num_blocks):
 )
 def dense_bytes_fit_page(views, place, num_blocks):
     """The elements of one manager block of all views of a layer fit in its page."""
-    if checking_concretely():  # plain integers: the block axis read once per view
-        dense = 0
-        for view in views:
-            elements, axis = ratio_of(view, place), view.block_axis
-            for index, size in enumerate(view.shape):
-                if index != axis:
-                    elements = elements * size
-            dense = dense + elements * view.element_size_bytes
-        return dense <= place.page
     dense = 0
     for view in views:
-        elements = ratio_of(view, place)
-        for index, size in enumerate(view.shape):
-            if index != block_axis(view):
-                elements = elements * size
-        dense = dense + elements * view.element_size_bytes
+        dense = dense + view_memo("dense", view, place, _dense_bytes)
     return dense <= place.page
 
+
+def _dense_bytes(element_size, shape, strides, axis, ratio):
+    return dense_bytes(element_size, shape, axis, ratio)

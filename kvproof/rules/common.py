@@ -1,33 +1,27 @@
-"""Bindings and predicates that several rule families share."""
+"""Bindings, names and predicates that several rule families share (a family module imports
+these, the arithmetic of :mod:`kvproof.formulas` and its own helpers, never another family's)."""
 
 from __future__ import annotations
 
-from ..logic import And, Or, SameScalar, checking_concretely
+from ..formulas.pool import bytes_per_block_of_backing
+from ..logic import And, Or, SameScalar, Sum
 from ..models.codec import ABSENT
 from .core import Instance, binding
 
-__all__ = ["worker_groups", "layer_specs_of", "is_mamba_group", "layer_list", "same_list", "same_value", "scheduler_worker_pairs"]
+__all__ = [
+    "worker_groups", "layer_specs_of", "is_mamba_group", "layer_list", "same_list", "scheduler_worker_pairs",
+    "scheduler_name", "worker_name", "pool_block_bytes",
+]
 
 
 def same_list(a, b):
-    """Two (possibly nested, possibly absent) lists hold the same values, element by element."""
-    if checking_concretely():
-        return same_value(a, b)
+    """Two (possibly nested, possibly absent) lists hold the same values, element by element
+    (``SameScalar`` on scalars: the same type and value)."""
     if not isinstance(a, list) or not isinstance(b, list):
         return SameScalar(a, b)
     if len(a) != len(b):
         return False
     return And(*[same_list(x, y) for x, y in zip(a, b)])
-
-
-def same_value(a, b) -> bool:
-    """:func:`same_list` on concrete values (the checker's path): ``SameScalar`` on scalars (the
-    same type and value), element by element on lists."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is list:
-        return len(a) == len(b) and all(map(same_value, a, b))
-    return a == b
 
 
 def layer_list(names) -> str:
@@ -53,6 +47,23 @@ def worker_groups(record):
     """Every cache group of a worker record."""
     for index, group in enumerate(record.cache.groups):
         yield Instance(f"$.cache.groups[{index}]", (group,), {"layers": layer_list(group.layer_names)})
+
+
+def scheduler_name(record) -> str:
+    """How a message names a scheduler record."""
+    phase = record.phase if record.phase not in (ABSENT, None) else None
+    return f"{phase + ' ' if phase else ''}scheduler dp{record.dp_rank}"
+
+
+def worker_name(record) -> str:
+    """How a message names a worker record."""
+    phase = record.phase if record.phase not in (ABSENT, None) else None
+    return f"{phase + ' ' if phase else ''}worker dp{record.dp_rank} tp{record.tp_rank} pp{record.pp_rank}"
+
+
+def pool_block_bytes(cache):
+    """``allocated_cache_bytes // num_blocks``: the bytes one block ID costs on a worker."""
+    return bytes_per_block_of_backing(Sum(*[storage.size_bytes for storage in cache.storages]), cache.num_blocks)
 
 
 def scheduler_worker_pairs(bundle):

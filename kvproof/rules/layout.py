@@ -24,7 +24,7 @@ class LayerPlace:
     __slots__ = ("name", "group_index", "group", "spec", "page", "block_size", "tensor_index", "tensor", "position",
                  "path", "head_outer", "memo")
 
-    def __init__(self, name, group_index, group, spec, page, block_size):
+    def __init__(self, name, group_index, group, spec, page, block_size, memo):
         self.name, self.group_index, self.group, self.spec = name, group_index, group, spec
         self.page, self.block_size = page, block_size
         self.tensor_index = self.tensor = self.position = None
@@ -32,9 +32,10 @@ class LayerPlace:
         self.path = child("$.cache.layer_tensors", name)
         #: None for block-compact layouts, else the head-split layout's name
         self.head_outer = None
-        #: Values the rules derive from this place and one of its views, by ``(name, id(view))``
-        #: (places are cached per record, and a record is not changed while it is checked).
-        self.memo = {}
+        #: Plain values the rules derive from the views of the record's places, shared by every place
+        #: of one record (places are cached per record, and a record is not changed while it is
+        #: checked; see ``block_ownership.view_memo``).
+        self.memo = memo
 
     @property
     def page_start(self):
@@ -74,6 +75,7 @@ def places(record) -> dict[str, LayerPlace]:
     if cached is not None and cached[0]() is record:
         return cached[1]
     out: dict[str, LayerPlace] = {}
+    memo: dict = {}
     for index, group in enumerate(record.cache.groups):
         specs = group.layer_specs if group.layer_specs not in (ABSENT, None) else {}
         for name in group.layer_names:
@@ -87,7 +89,7 @@ def places(record) -> dict[str, LayerPlace]:
                 page, block = next(iter(specs.values())).page_size_bytes, group.block_size_tokens
             else:
                 page, block = group.page_size_bytes, group.block_size_tokens
-            out[name] = LayerPlace(name, index, group, spec, page, block)
+            out[name] = LayerPlace(name, index, group, spec, page, block, memo)
     layout = record.cache.kv_cache_layout
     head_outer = layout if layout in ("LHBNC", "BHLNC") else None
     for t_index, tensor in enumerate(record.cache.tensor_allocations):

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 
-from ..logic import (And, HasKey, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, ValueOf, checking_concretely,
-                     gcd, lcm, mod)
+from ..logic import And, HasKey, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, ValueOf, gcd, lcm, mod
 from ..models.codec import ABSENT
 from ..sim.state_support import REVISION_PR_55688
+from .common import same_list, scheduler_name
 from .core import Instance, binding, child, rule
-from .startup_concurrency import scheduler_name
 
 _RESOLVE = "vllm/v1/core/kv_cache_utils.py:816-918 (resolve_kv_cache_block_sizes)"
 _EVIDENCE_KEYS = ("enable_prefix_caching", "mamba_cache_mode", "hash_block_size", "scheduler_block_size", "prefix_match_unit")
@@ -79,8 +78,6 @@ def mamba_mode_known(mode, revision):
     """``CacheConfig(mamba_cache_mode="all")`` fails vLLM 0.33.0's validation; a record of seed
     004's revision (vLLM PR #55688, ``kvproof/sim/state_support.py``) may state ``all``."""
     pr = And(Present(revision), revision == REVISION_PR_55688)
-    if checking_concretely():
-        return not Present(mode) or mode in ("none", "align") or (mode == "all" and pr)
     return Implies(Present(mode), Or(mode == "none", mode == "align", And(mode == "all", pr)))
 
 
@@ -104,8 +101,6 @@ def mamba_modes_and_resolved(record):
 def mamba_mode_is_resolved_mode(mode, resolved):
     """A Mamba spec, a state group's evidence and the scheduler's cache all carry the one mode
     ``cache_config`` resolved (checked when both are stated)."""
-    if checking_concretely():
-        return not (Present(mode) and Present(resolved)) or SameScalar(mode, resolved)
     return Implies(And(Present(mode), Present(resolved)), SameScalar(mode, resolved))
 
 
@@ -359,8 +354,6 @@ _GEOMETRY_SPEC_FIELDS = (
 
 def _same_value(a, b):
     if isinstance(a, list) or isinstance(b, list):
-        from .common import same_list
-
         return same_list(a, b)
     return SameScalar(a, b)
 

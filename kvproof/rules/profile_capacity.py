@@ -4,7 +4,7 @@ budget and batch size are positive.
 The request's blocks are the terms of vLLM 0.33.0's start-up check (``check_enough_kv_cache_memory``,
 ``v1/core/kv_cache_planning.py:151-184``: the usable memory, one pool block held back for the null
 block, must hold ``max_memory_usage_bytes`` of every group), read from the profile's groups with
-the simulator's functions (:mod:`kvproof.sim.demand`): a full-attention group ``cdiv(L, block)``,
+the simulator's functions (:mod:`kvproof.formulas.blocks_per_request`): a full-attention group ``cdiv(L, block)``,
 a windowed group ``cdiv(min(W - 1 + T, L), block) + 1`` with the token budget ``T`` as the
 in-flight tokens (the smallest value vLLM uses), a Mamba group (one with checkpoint evidence)
 ``2 + k + c`` in align mode and ``1 + k`` otherwise (``k = blocks_per_request - 1``), a ring 1.
@@ -14,9 +14,9 @@ For seed 001's GLM-5.3-Flash profile that is 482 + 4 x 3 + 1 = 495 blocks x 13,5
 
 from __future__ import annotations
 
+from ..formulas import blocks_per_request
 from ..logic import HasKey, If, OrDefault, Present, SameScalar, Sum, ValueOf
 from ..models.codec import ABSENT
-from ..sim import demand
 from .core import Instance, binding, rule
 
 __all__ = ["startup_blocks", "startup_request_bytes"]
@@ -35,10 +35,10 @@ def startup_blocks(group, memory, max_num_tokens):
     count = ValueOf(group.blocks_per_request)
     align = SameScalar(OrDefault(memory.mamba_cache_mode, None), "align")
     state = If(HasKey(group.prefill_checkpoint_blocks),
-               demand.mamba_blocks(align, count - 1, ValueOf(group.prefill_checkpoint_blocks)), count)
+               blocks_per_request.mamba_blocks(align, count - 1, ValueOf(group.prefill_checkpoint_blocks)), count)
     attention = If(Present(group.sliding_window),
-                   demand.sliding_window_blocks(length, block, ValueOf(group.sliding_window), 0, max_num_tokens),
-                   demand.full_attention_blocks(length, block))
+                   blocks_per_request.sliding_window_blocks(length, block, ValueOf(group.sliding_window), 0, max_num_tokens),
+                   blocks_per_request.full_attention_blocks(length, block))
     return If(group.kind == "state", state, attention)
 
 

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from ..logic import HasKey, If, Implies, Min, Not, OrDefault, Present, SameScalar
 from ..models.codec import ABSENT
+from .common import pool_block_bytes, scheduler_name, worker_name
 from .core import Instance, binding, rule
-from .record_sets import pool_block_bytes
-from .startup_concurrency import scheduler_name, worker_name
 
 __all__ = [
     "STATE_SPECS", "WINDOWED_SPECS", "group_spec", "spec_type_of", "derived_name", "derived_kind",

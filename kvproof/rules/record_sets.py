@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import attrs
 
-from ..logic import And, HasKey, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, div
+from ..logic import And, HasKey, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum
 from ..models.codec import ABSENT
 from ..models.record import ResolvedConfig
-from .common import is_mamba_group
+from .common import is_mamba_group, pool_block_bytes, scheduler_name, worker_name
 from .core import Instance, binding, rule
-from .startup_concurrency import scheduler_name, worker_name
 
+#: ``pool_block_bytes`` (rules/common.py) is named here too: kvproof.importer and kvproof.fuzz read it from this module.
 __all__ = ["records_of", "is_record_set", "pool_block_bytes", "KV_CACHE_LAYOUTS"]
 
 #: ``KVCacheLayout`` member names (vllm/v1/kv_cache_layout.py:15-28).
@@ -46,11 +46,6 @@ def _name(document) -> str:
 
 def _same_phase(a, b):
     return SameScalar(OrDefault(a.phase, None), OrDefault(b.phase, None))
-
-
-def pool_block_bytes(cache):
-    """``allocated_cache_bytes // num_blocks``: the bytes one block ID costs on a worker."""
-    return div(Sum(*[storage.size_bytes for storage in cache.storages]), cache.num_blocks)
 
 
 @binding("bundle")

@@ -11,11 +11,12 @@ unknown class are unsupported.
 
 from __future__ import annotations
 
-from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf, checking_concretely, div
+from ..formulas import pages
+from ..formulas.dtypes import element_bytes
+from ..logic import And, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, Sum, ValueOf
 from ..models.codec import ABSENT, present
-from .common import layer_list, layer_specs_of, same_list, same_value, scheduler_worker_pairs, worker_groups
+from .common import layer_list, layer_specs_of, same_list, scheduler_worker_pairs, worker_groups
 from .core import Instance, binding, child, rule
-from .view_coverage import dtype_bytes
 
 ATTENTION_SPECS = (
     "FullAttentionSpec", "MLAAttentionSpec", "HiddenStateCacheSpec", "SinkFullAttentionSpec",
@@ -80,8 +81,6 @@ def spec_classes(record):
 )
 def spec_class_supported(spec_type, placement):
     """The class is in the class table and the layer has no HiSparse (host) placement."""
-    if checking_concretely():
-        return kind_code(spec_type) != 0 and not _present(placement)
     return And(kind_code(spec_type) != 0, Not(Present(placement)))
 
 
@@ -162,34 +161,41 @@ def group_block_size_matches_layers(group):
 _FULL_BASE = ("FullAttentionSpec", "MLAAttentionSpec", "HiddenStateCacheSpec", "SinkFullAttentionSpec", "RSWASpec")
 
 
+def _same(first, spec, name):
+    return SameScalar(getattr(spec, name), getattr(first, name))
+
+
+#: ``first.is_uniform_with_collection`` for one more spec (kv_cache_interface.py:315-326 and the
+#: overrides at 890, 957, 991, 1082, 1155), with the registry's base classes
+#: (single_type_kv_cache_manager.py:2656-2730): per class of the first spec, what the other spec
+#: must satisfy (the full-attention family groups together).
+_UNIFORM_WITH = (
+    (_FULL_BASE, lambda first, spec: [Or(*[spec.spec_type == name for name in _FULL_BASE])]),
+    (("SlidingWindowSpec",), lambda first, spec: [
+        Or(spec.spec_type == "SlidingWindowSpec", spec.spec_type == "SlidingWindowMLASpec"),
+        _same(first, spec, "sliding_window")]),
+    (("SlidingWindowMLASpec",), lambda first, spec: [
+        spec.spec_type == "SlidingWindowMLASpec", _same(first, spec, "sliding_window")]),
+    (("ChunkedLocalAttentionSpec",), lambda first, spec: [
+        spec.spec_type == "ChunkedLocalAttentionSpec", _same(first, spec, "attention_chunk_size")]),
+    (("CircularBufferSpec",), lambda first, spec: [spec.spec_type == "CircularBufferSpec"]),
+    (("MambaSpec",), lambda first, spec: [
+        spec.spec_type == "MambaSpec", _same(first, spec, "num_speculative_blocks"),
+        _same(first, spec, "num_prefill_checkpoint_blocks"), _same(first, spec, "prefill_checkpoint_alignment"),
+        spec.page_size_bytes == first.page_size_bytes]),
+)
+_UNIFORM_WITH_CLASS = {name: conditions for classes, conditions in _UNIFORM_WITH for name in classes}
+
+
 def _uniform_with(first, spec):
-    """``first.is_uniform_with_collection`` for one more spec (kv_cache_interface.py:315-326 and the
-    overrides at 890, 957, 991, 1082, 1155), with the registry's base classes
-    (single_type_kv_cache_manager.py:2656-2730): the full-attention family groups together."""
-    t, u = first.spec_type, spec.spec_type
-    same = lambda name: SameScalar(getattr(spec, name), getattr(first, name))  # noqa: E731
-    if checking_concretely():  # only the first spec's own condition (plain and: symbolic fields would be pinned)
-        if t in _FULL_BASE:
-            return u in _FULL_BASE
-        if t == "SlidingWindowSpec":
-            return u in ("SlidingWindowSpec", "SlidingWindowMLASpec") and same("sliding_window")
-        if t in ("SlidingWindowMLASpec", "CircularBufferSpec"):
-            return u == t and (t == "CircularBufferSpec" or same("sliding_window"))
-        if t == "ChunkedLocalAttentionSpec":
-            return u == t and same("attention_chunk_size")
-        if t == "MambaSpec":
-            return (u == t and same("num_speculative_blocks") and same("num_prefill_checkpoint_blocks")
-                    and same("prefill_checkpoint_alignment") and spec.page_size_bytes == first.page_size_bytes)
-        return False
-    return Or(
-        And(Or(*[t == name for name in _FULL_BASE]), Or(*[u == name for name in _FULL_BASE])),
-        And(t == "SlidingWindowSpec", Or(u == "SlidingWindowSpec", u == "SlidingWindowMLASpec"), same("sliding_window")),
-        And(t == "SlidingWindowMLASpec", u == "SlidingWindowMLASpec", same("sliding_window")),
-        And(t == "ChunkedLocalAttentionSpec", u == "ChunkedLocalAttentionSpec", same("attention_chunk_size")),
-        And(t == "CircularBufferSpec", u == "CircularBufferSpec"),
-        And(t == "MambaSpec", u == "MambaSpec", same("num_speculative_blocks"), same("num_prefill_checkpoint_blocks"),
-            same("prefill_checkpoint_alignment"), spec.page_size_bytes == first.page_size_bytes),
-    )
+    """The first spec's branch of ``_UNIFORM_WITH`` holds. A loaded class name selects its one
+    branch (every other branch is false); a symbolic one takes the disjunction of all."""
+    t = first.spec_type
+    if type(t) is str:
+        conditions = _UNIFORM_WITH_CLASS.get(t)
+        return And(*conditions(first, spec)) if conditions is not None else False
+    return Or(*[And(Or(*[t == name for name in classes]) if len(classes) > 1 else t == classes[0],
+                    *conditions(first, spec)) for classes, conditions in _UNIFORM_WITH])
 
 
 @rule(
@@ -326,86 +332,48 @@ def stated_specs(record):
             yield Instance(f"{subject}.spec", (group.spec,), {"layer": layer_list(group.layer_names)})
 
 
-def _product(values):
-    out = 1
-    for value in values:
-        out = out * value
-    return out
+_ATTENTION_PAGES = ATTENTION_SPECS + ("CircularBufferSpec",)
+_ATTENTION_PAGE_SET = frozenset(_ATTENTION_PAGES)
+
+
+def _mamba_page(spec):
+    """``(derivable, unpadded page)`` of a Mamba spec's fields: every state's dtype is known."""
+    shapes, dtypes = spec.shapes, spec.dtypes
+    if not (isinstance(shapes, list) and isinstance(dtypes, list) and len(shapes) == len(dtypes)):
+        return False, 0
+    sizes = [element_bytes(d) for d in dtypes]
+    return And(*[size > 0 for size in sizes]), pages.mamba_state_size_bytes(
+        [pages.state_tensor_bytes(shape, size) for shape, size in zip(shapes, sizes)])
+
+
+def _attention_page(spec):
+    """``(derivable, unpadded page)`` of an attention-family or ring spec's fields: heads, head
+    size and either a packed content size or a known dtype are stated."""
+    heads = OrDefault(spec.num_head_slots, ValueOf(spec.num_kv_heads))
+    head_size = ValueOf(spec.head_size)
+    head_v = OrDefault(spec.head_size_v, pages.default_head_size_v(spec.spec_type, head_size))
+    size = element_bytes(spec.dtype)
+    content = pages.attention_state_content_size_bytes(head_size, head_v, size, spec.state_content_bytes)
+    page = pages.attention_unpadded_page_size_bytes(heads, spec.block_size, ValueOf(spec.tokens_per_state, 1), content)
+    known = And(Present(spec.num_kv_heads), Present(spec.head_size), Or(Present(spec.state_content_bytes), size > 0))
+    return known, page
 
 
 def _derived_page(spec):
-    """``(derivable, unpadded page)`` of a spec from its fields (kv_cache_interface.py:579-601 for
-    the attention family and rings, :1106-1129 for Mamba); not derivable when a field the formula
-    needs is missing or a dtype is not in the table (other rules and the loader speak to those).
-    Both formulas are built and the class selects one, so a symbolic class stays symbolic."""
+    """``(derivable, unpadded page)`` of a spec from its fields by the page formula of its class
+    (:mod:`kvproof.formulas.pages`); not derivable when a field the formula needs is missing or a
+    dtype is not in the table (other rules and the loader speak to those). A loaded class name
+    builds its own formula only; a symbolic class builds both and selects one."""
     t = spec.spec_type
-    if checking_concretely():
-        return _derived_page_concrete(spec)
+    if type(t) is str:
+        if t == "MambaSpec":
+            return _mamba_page(spec)
+        return _attention_page(spec) if t in _ATTENTION_PAGE_SET else (False, 0)
     is_mamba = t == "MambaSpec"
-    is_attention = Or(*[t == name for name in ATTENTION_SPECS], t == "CircularBufferSpec")
-    concrete = type(t) is str
-    if concrete and not is_mamba and not is_attention:
-        return False, 0
-    shapes, dtypes = spec.shapes, spec.dtypes
-    if concrete and not is_mamba:
-        mamba_known, mamba_page = False, 0
-    elif isinstance(shapes, list) and isinstance(dtypes, list) and len(shapes) == len(dtypes):
-        sizes = [dtype_bytes(d) for d in dtypes]
-        mamba_known = And(*[size > 0 for size in sizes])
-        mamba_page = Sum(*[_product(shape) * size for shape, size in zip(shapes, sizes)])
-    else:
-        mamba_known, mamba_page = False, 0
-    if concrete and is_mamba:
-        return mamba_known, mamba_page
-    mla = Or(t == "MLAAttentionSpec", t == "HiddenStateCacheSpec", t == "SlidingWindowMLASpec")
-    heads = If(Present(spec.num_head_slots), ValueOf(spec.num_head_slots), ValueOf(spec.num_kv_heads))
-    head_size = ValueOf(spec.head_size)
-    head_v = If(Present(spec.head_size_v), ValueOf(spec.head_size_v), If(mla, 0, head_size))
-    size = dtype_bytes(spec.dtype)
-    content = If(Present(spec.state_content_bytes), ValueOf(spec.state_content_bytes), (head_size + head_v) * size)
-    tokens = ValueOf(spec.tokens_per_state, 1)
-    states = If(tokens > 0, div(spec.block_size, If(tokens > 0, tokens, 1)), 1)
-    attention_known = And(Present(spec.num_kv_heads), Present(spec.head_size),
-                          Or(Present(spec.state_content_bytes), size > 0))
-    known = Or(And(is_mamba, mamba_known), And(is_attention, attention_known))
-    return known, If(is_mamba, mamba_page, heads * states * content)
-
-
-def _value(value, default=0):
-    """``ValueOf`` of a loaded field: its integer, else ``default``."""
-    return value if type(value) is int else default
-
-
-def _present(value) -> bool:
-    """``Present`` of a loaded field."""
-    return value is not None and type(value).__name__ != "Absent"
-
-
-_ATTENTION_PAGES = frozenset(ATTENTION_SPECS) | {"CircularBufferSpec"}
-_MLA_PAGES = ("MLAAttentionSpec", "HiddenStateCacheSpec", "SlidingWindowMLASpec")
-
-
-def _derived_page_concrete(spec):
-    """:func:`_derived_page` of a loaded spec (the checker's path): only the formula of the spec's
-    class, on plain values."""
-    t = spec.spec_type
-    if t == "MambaSpec":
-        shapes, dtypes = spec.shapes, spec.dtypes
-        if not (isinstance(shapes, list) and isinstance(dtypes, list) and len(shapes) == len(dtypes)):
-            return False, 0
-        sizes = [dtype_bytes(d) for d in dtypes]
-        return all(size > 0 for size in sizes), sum(_product(shape) * size for shape, size in zip(shapes, sizes))
-    if t not in _ATTENTION_PAGES:
-        return False, 0
-    heads = _value(spec.num_head_slots) if _present(spec.num_head_slots) else _value(spec.num_kv_heads)
-    head_size = _value(spec.head_size)
-    head_v = _value(spec.head_size_v) if _present(spec.head_size_v) else (0 if t in _MLA_PAGES else head_size)
-    size = dtype_bytes(spec.dtype)
-    content = _value(spec.state_content_bytes) if _present(spec.state_content_bytes) else (head_size + head_v) * size
-    tokens = _value(spec.tokens_per_state, 1)
-    states = div(spec.block_size, tokens) if tokens > 0 else 1
-    known = _present(spec.num_kv_heads) and _present(spec.head_size) and (_present(spec.state_content_bytes) or size > 0)
-    return known, heads * states * content
+    is_attention = Or(*[t == name for name in _ATTENTION_PAGES])
+    mamba_known, mamba_page = _mamba_page(spec)
+    attention_known, attention_page = _attention_page(spec)
+    return Or(And(is_mamba, mamba_known), And(is_attention, attention_known)), If(is_mamba, mamba_page, attention_page)
 
 
 @rule(
@@ -422,14 +390,8 @@ def page_matches_fields(spec):
     """A spec's page is its padded page (never below the derived one) or the page its fields give."""
     derivable, unpadded = _derived_page(spec)
     padded = spec.page_size_padded
-    if checking_concretely():  # plain values: the same comparisons, no helper per operand
-        if not derivable:
-            return True
-        if _present(padded):
-            return spec.page_size_bytes == _value(padded) and _value(padded) >= unpadded
-        return spec.page_size_bytes == unpadded
-    page = If(Present(padded), ValueOf(padded), unpadded)
-    return Implies(derivable, And(spec.page_size_bytes == page, Implies(Present(padded), ValueOf(padded) >= unpadded)))
+    return Implies(derivable, And(spec.page_size_bytes == pages.padded_page_size_bytes(unpadded, padded),
+                                  pages.padding_fits(unpadded, padded)))
 
 
 @binding("bundle")
@@ -494,10 +456,6 @@ def scheduler_copy_is_first_spec(scheduler_group, worker_group):
     checks = [same_layers, scheduler_group.spec_type == first.spec_type, scheduler_group.block_size_tokens == first.block_size,
               scheduler_group.page_size_bytes == first.page_size_bytes]
     spec = scheduler_group.spec
-    if checking_concretely():  # plain values: stop at the first difference, no helper per field
-        return (all(checks) and (spec in (ABSENT, None) or (
-            all(same_value(getattr(spec, name), getattr(first, name)) for name in _SPEC_FIELDS)
-            and same_value(spec.shapes, first.shapes) and same_value(spec.dtypes, first.dtypes))))
     if spec not in (ABSENT, None):
         checks += [SameScalar(getattr(spec, name), getattr(first, name)) for name in _SPEC_FIELDS]
         checks.append(same_list(spec.shapes, first.shapes))

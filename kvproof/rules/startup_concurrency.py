@@ -2,7 +2,7 @@
 
 ``kv_cache_max_concurrency = num_blocks / sum_g blocks_g`` (``get_max_concurrency_for_kv_cache_config``,
 ``v1/core/kv_cache_utils.py:1061-1093``) with each scheduler group's blocks per request at
-``max_model_len`` from :mod:`kvproof.sim.demand` (the simulator's own functions), the null block
+``max_model_len`` from :mod:`kvproof.formulas.blocks_per_request` (the simulator's own functions), the null block
 included in ``num_blocks``; ``kv_cache_size_tokens = int(concurrency * max_model_len)``
 (``get_kv_cache_capacity``, 1120-1128). Unlike seed 001's importer, layouts with sliding-window
 groups are checked too (the in-flight tokens term ``max_in_flight_tokens``).
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..formulas import blocks_per_request
+from ..formulas.concurrency import kv_cache_size_tokens
 from ..logic import And, If, Implies, IntIs, IsNumber, Or, OrDefault, Present, RealOf, SameScalar, ValueOf, is_symbolic
 from ..models.codec import ABSENT, present
-from ..sim import demand
-from ..sim.concurrency import kv_cache_size_tokens
-from .common import scheduler_worker_pairs
+from .common import scheduler_name, scheduler_worker_pairs, worker_name
 from .core import Instance, binding, rule
 
 FULL_FAMILY = ("FullAttentionSpec", "MLAAttentionSpec", "HiddenStateCacheSpec", "SinkFullAttentionSpec", "RSWASpec")
@@ -25,19 +25,9 @@ WINDOWED = ("SlidingWindowSpec", "SlidingWindowMLASpec")
 _SOURCE = "vllm/v1/core/kv_cache_utils.py:1061-1093 (get_max_concurrency_for_kv_cache_config), :1120-1128"
 
 
-def scheduler_name(record) -> str:
-    phase = record.phase if record.phase not in (ABSENT, None) else None
-    return f"{phase + ' ' if phase else ''}scheduler dp{record.dp_rank}"
-
-
-def worker_name(record) -> str:
-    phase = record.phase if record.phase not in (ABSENT, None) else None
-    return f"{phase + ' ' if phase else ''}worker dp{record.dp_rank} tp{record.tp_rank} pp{record.pp_rank}"
-
-
 def in_flight_tokens(config):
     """``VllmConfig.max_in_flight_tokens`` as recorded, else derived (config/vllm.py:588-609)."""
-    derived = demand.max_in_flight_tokens(
+    derived = blocks_per_request.max_in_flight_tokens(
         config.max_num_batched_tokens, OrDefault(config.async_scheduling, False), OrDefault(config.pipeline_parallel_size, 1)
     )
     return OrDefault(config.max_in_flight_tokens, derived)
@@ -52,21 +42,21 @@ def group_blocks(group, config):
     dcp = OrDefault(config.decode_context_parallel_size, 1)
     if spec_type in FULL_FAMILY:
         sharded = OrDefault(spec.dcp_sharded, True) if spec is not None else True
-        return demand.full_attention_blocks(length, block, dcp, sharded)
+        return blocks_per_request.full_attention_blocks(length, block, dcp, sharded)
     if spec_type in WINDOWED:
         window = spec.sliding_window if spec is not None else group.sliding_window
         extra = OrDefault(spec.extra_retained_tokens, 0) if spec is not None else 0
-        return demand.sliding_window_blocks(length, block, ValueOf(window), extra, in_flight_tokens(config))
+        return blocks_per_request.sliding_window_blocks(length, block, ValueOf(window), extra, in_flight_tokens(config))
     if spec_type == "ChunkedLocalAttentionSpec":
         chunk = OrDefault(spec.attention_chunk_size, 0) if spec is not None else 0
-        return demand.chunked_local_blocks(length, block, chunk, in_flight_tokens(config))
+        return blocks_per_request.chunked_local_blocks(length, block, chunk, in_flight_tokens(config))
     if spec_type == "MambaSpec":
         align = And(Present(config.mamba_cache_mode), config.mamba_cache_mode == "align")
         k = OrDefault(spec.num_speculative_blocks, 0) if spec is not None else 0
         c = ValueOf(spec.num_prefill_checkpoint_blocks) if spec is not None else 0
-        return demand.mamba_blocks(align, k, c)
+        return blocks_per_request.mamba_blocks(align, k, c)
     if spec_type == "CircularBufferSpec":
-        return demand.circular_buffer_blocks()
+        return blocks_per_request.circular_buffer_blocks()
     return 0
 
 
@@ -248,7 +238,7 @@ def _in_flight_options(config, async_scheduling):
     """``max_concurrent_batches * max_num_batched_tokens`` on either model runner."""
     pp = OrDefault(config.pipeline_parallel_size, 1)
     tokens = config.max_num_batched_tokens
-    return [demand.max_in_flight_tokens(tokens, async_scheduling, pp, v2) for v2 in (False, True)]
+    return [blocks_per_request.max_in_flight_tokens(tokens, async_scheduling, pp, v2) for v2 in (False, True)]
 
 
 def _explain_in_flight(config):

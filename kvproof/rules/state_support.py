@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..logic import And, Implies, Not, Or, Present, ValueOf
 from ..sim.state_support import (AXES, DEFAULT_REVISION, EAGLE_METHODS, KDA_ARCHITECTURES, NATIVE_MTP_METHODS,
                                  REFUSALS, REPLAYSSM_ARCHITECTURES, REVISIONS, Refusal, matches, refusal_names, rows_of)
-from .core import Instance, binding, rule
+from .core import Binding, Instance, binding, rule
 
 __all__ = ["RecordView", "resolved_state"]
 
@@ -45,15 +45,31 @@ def _one_of(value, names) -> object:
 
 class RecordView:
     """A record's resolved settings as the table's axes (``is_``/``num``): concrete values or z3
-    terms, through the :mod:`kvproof.logic` helpers."""
+    terms, through the :mod:`kvproof.logic` helpers.
+
+    A plain verdict is remembered per axis and value (the table's rows ask the same ones many
+    times, and a record is not changed while it is checked); a z3 term is built afresh each time,
+    so the solver sees every leaf it reads."""
+
+    __slots__ = ("c", "_known")
 
     def __init__(self, config):
         self.c = config
+        self._known: dict = {}
 
     def num(self, axis: str):
         return ValueOf(getattr(self.c, axis), _NUMBER_DEFAULTS[axis])
 
     def is_(self, axis: str, value):
+        key = (axis, value)
+        verdict = self._known.get(key)
+        if verdict is None:
+            verdict = self._axis_is(axis, value)
+            if type(verdict) is bool:
+                self._known[key] = verdict
+        return verdict
+
+    def _axis_is(self, axis: str, value):
         c = self.c
         if axis == "revision":
             return _string_is(c.vllm_revision, DEFAULT_REVISION, value)
@@ -88,6 +104,17 @@ class RecordView:
 def resolved_state(record):
     """A record's resolved settings."""
     yield Instance("$.resolved_config", (record.resolved_config,))
+
+
+def _resolved_state_view(record):
+    """A record's resolved settings seen as the table's axes: one view per record, so the table's
+    rules (SS005-SS020) share its verdicts."""
+    yield Instance("$.resolved_config", (RecordView(record.resolved_config),))
+
+
+#: The table rules' binding: it judges what ``resolved_state`` judges (and ``kvproof rules`` names
+#: it so), its instances carry the record's view instead of the bare settings.
+resolved_state_view = Binding(("worker", "scheduler"), _resolved_state_view, "resolved_state")
 
 
 @rule(
@@ -160,8 +187,8 @@ def positive_setting(value):
 _PREREQUISITES = ("SS001", "SS002", "SS003", "SS004", "PC002")
 
 
-def _explain(config) -> dict[str, str]:
-    view = RecordView(config)
+def _explain(view: RecordView) -> dict[str, str]:
+    config = view.c
     return refusal_names(config.architecture if Present(config.architecture) else None,
                          view.num("num_speculative_tokens"), view.num("replayssm_buffer_len"))
 
@@ -169,15 +196,14 @@ def _explain(config) -> dict[str, str]:
 def _declare(refusal: Refusal) -> None:
     rows = rows_of(refusal.rule)
 
-    def body(config):
-        view = RecordView(config)
+    def body(view):
         return Not(Or(*[matches(row, view) for row in rows]))
 
     kind = "vLLM's text" if refusal.vllm_text else "kvproof's text (the seed gives none)"
     body.__name__ = f"state_support_{refusal.rule.lower()}"
     body.__doc__ = (f"The settings fall in none of the table's rows refused with {kind}: "
                     + "; ".join(f"{row.revision[:12]} {row.name}" for row in rows) + ".")
-    rule(id=refusal.rule, message=refusal.text, over=resolved_state, field=refusal.field, after=_PREREQUISITES,
+    rule(id=refusal.rule, message=refusal.text, over=resolved_state_view, field=refusal.field, after=_PREREQUISITES,
          explain=_explain, source=refusal.source)(body)
 
 

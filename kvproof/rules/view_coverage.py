@@ -11,65 +11,30 @@ kernel_block_stride + ratio`` rows, of stride ``stride(0) // kernel_block_stride
 
 from __future__ import annotations
 
-from ..logic import (
-    And,
-    If,
-    Implies,
-    Or,
-    Present,
-    Sum,
-    ValueOf,
-    checking_concretely,
-    div,
-    is_symbolic,
-    mod,
-)
+from ..formulas.dtypes import element_bytes
+from ..formulas.kernel_blocks import kernel_block_fits, kernel_blocks_on_axis, kernel_rows_per_block
+from ..formulas.select import select
+from ..logic import And, Or, OrDefault
 from ..models.codec import ABSENT, present
 from .core import Instance, binding, rule
 from .layout import layer_view_lists, layer_views, places
 
 _VIEWS = "vllm/v1/worker/utils.py:397-430 (map_kv_cache_to_kernel_blocks), vllm/v1/kv_cache_interface.py:418-482"
 
-DTYPE_BYTES = {
-    "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float64": 8, "uint8": 1, "int8": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "fp8_e4m3": 1, "int32": 4, "int64": 8,
-}
-
-
-def select(values, index):
-    """``values[index]`` for an index that may be a z3 term (0 when out of range)."""
-    if not is_symbolic(index, *values):
-        return values[index] if 0 <= index < len(values) else 0
-    return Sum(*[If(index == position, value, 0) for position, value in enumerate(values)])
-
-
-def dtype_bytes(dtype):
-    """The element size of a torch dtype name (``torch.`` prefix allowed); 0 when unknown."""
-    if isinstance(dtype, str):
-        return DTYPE_BYTES.get(dtype.removeprefix("torch."), 0)
-    if checking_concretely():  # absent or null: no name matches
-        return 0
-    out = 0
-    for name, size in DTYPE_BYTES.items():
-        out = If(Or(dtype == name, dtype == f"torch.{name}"), size, out)
-    return out
-
 
 def spec_type_of(place):
     return place.spec.spec_type if place.spec is not None else place.group.spec_type
 
 
-_STATE_SPECS = ("MambaSpec", "CircularBufferSpec")
+_STATE_SPECS = frozenset({"MambaSpec", "CircularBufferSpec"})
 
 
 def is_state_spec(place):
-    kind = spec_type_of(place)
+    """The layer's spec is a Mamba or ring spec (a loaded class name is looked up)."""
+    kind = place.spec.spec_type if place.spec is not None else place.group.spec_type
+    if type(kind) is str:
+        return kind in _STATE_SPECS
     return Or(kind == "MambaSpec", kind == "CircularBufferSpec")
-
-
-def ratio_of(view, place):
-    """Kernel blocks per manager block."""
-    return div(place.block_size, view.kernel_block_size_tokens)
 
 
 @rule(
@@ -83,11 +48,7 @@ def ratio_of(view, place):
 def kernel_block_divides_block(view, place, num_blocks):
     """A kernel block is a positive divisor of the spec's block; a Mamba or ring layer's kernel
     block is its block."""
-    kernel = view.kernel_block_size_tokens
-    if checking_concretely():  # plain integers: the same test without a helper per operand
-        return kernel > 0 and place.block_size % kernel == 0 and (
-            spec_type_of(place) not in _STATE_SPECS or kernel == place.block_size)
-    return And(kernel > 0, mod(place.block_size, kernel) == 0, Implies(is_state_spec(place), kernel == place.block_size))
+    return kernel_block_fits(place.block_size, view.kernel_block_size_tokens, is_state_spec(place))
 
 
 @binding("worker")
@@ -127,12 +88,7 @@ def kernel_blocks_cover_pool(view, place, num_blocks):
     """Stride 0: ``num_blocks * ratio`` kernel rows; positive stride: ``(num_blocks - 1) *
     kernel_block_stride + ratio`` rows, on the block axis."""
     axis = view.block_axis
-    ratio = ratio_of(view, place)
-    if checking_concretely():  # plain integers (select: the axis must index the shape)
-        stride = view.kernel_block_stride
-        expected = num_blocks * ratio if stride == 0 else (num_blocks - 1) * stride + ratio
-        return 0 <= axis < len(view.shape) and view.shape[axis] == expected
-    expected = If(view.kernel_block_stride == 0, num_blocks * ratio, (num_blocks - 1) * view.kernel_block_stride + ratio)
+    expected = kernel_blocks_on_axis(num_blocks, place.block_size, view.kernel_block_size_tokens, view.kernel_block_stride)
     return And(axis >= 0, axis < len(view.shape), select(view.shape, axis) == expected)
 
 
@@ -148,11 +104,7 @@ def view_block_stride_matches_allocation(view, place, num_blocks):
     """One manager block of the allocation spans ``ratio`` kernel rows (stride 0) or
     ``kernel_block_stride`` page strides (bind-time split): the view's block-axis stride times
     that count is the allocation's block stride."""
-    if checking_concretely():  # plain integers
-        stride = view.kernel_block_stride
-        per_block = ratio_of(view, place) if stride == 0 else stride
-    else:
-        per_block = If(view.kernel_block_stride == 0, ratio_of(view, place), view.kernel_block_stride)
+    per_block = kernel_rows_per_block(place.block_size, view.kernel_block_size_tokens, view.kernel_block_stride)
     return select(view.stride_bytes, view.block_axis) * per_block == place.tensor.block_stride
 
 
@@ -187,20 +139,10 @@ def view_matches_attention_group(view, entries, group_index, block_size):
     when the record lists attention groups."""
     if not entries:
         return False
-    if checking_concretely():  # plain values: the same comparisons, no helper per operand
-        for entry in entries:
-            kernel = entry.kernel_block_size
-            kernel = (kernel if type(kernel) is int else 0) if present(kernel) else block_size
-            if not (kernel == view.kernel_block_size_tokens and entry.kernel_block_stride == view.kernel_block_stride
-                    and entry.kv_cache_group_id == group_index):
-                return False
-        return True
-    return And(*[
-        And(If(Present(entry.kernel_block_size), ValueOf(entry.kernel_block_size), block_size) == view.kernel_block_size_tokens,
-            entry.kernel_block_stride == view.kernel_block_stride,
-            entry.kv_cache_group_id == group_index)
-        for entry in entries
-    ])
+    return And(*[check for entry in entries for check in (
+        OrDefault(entry.kernel_block_size, block_size) == view.kernel_block_size_tokens,
+        entry.kernel_block_stride == view.kernel_block_stride,
+        entry.kv_cache_group_id == group_index)])
 
 
 @rule(
@@ -220,19 +162,12 @@ def mamba_views_match_state_shapes(views, place, num_blocks):
     shapes, dtypes = spec.shapes, spec.dtypes
     if shapes in (ABSENT, None) or dtypes in (ABSENT, None) or len(views) != len(shapes) or len(dtypes) != len(shapes):
         return False
-    if checking_concretely():  # plain values: stop at the first difference
-        for view, shape, dtype in zip(views, shapes, dtypes):
-            if not (len(view.shape) == len(shape) + 1 and view.shape[0] == num_blocks and view.shape[1:] == shape
-                    and view.element_size_bytes == dtype_bytes(dtype) and view.block_axis == 0
-                    and view.kernel_block_stride == 0):
-                return False
-        return True
     checks = []
     for view, shape, dtype in zip(views, shapes, dtypes):
         if len(view.shape) != len(shape) + 1:
             return False
         checks += [view.shape[0] == num_blocks, *[a == b for a, b in zip(view.shape[1:], shape)],
-                   view.element_size_bytes == dtype_bytes(dtype), view.block_axis == 0, view.kernel_block_stride == 0]
+                   view.element_size_bytes == element_bytes(dtype), view.block_axis == 0, view.kernel_block_stride == 0]
     return And(*checks)
 
 
@@ -294,6 +229,5 @@ def kernel_block_sizes_match_groups(sizes, groups, tensors):
         names = set(group.layer_names)
         packed = Or(*[t.block_stride > t.layer_stride for t in tensors if names & set(t.layers)])
         unsplit = Or(group.kind == "state", group.spec_type == "MambaSpec", group.spec_type == "CircularBufferSpec", packed)
-        checks.append(And(size > 0, mod(group.block_size_tokens, size) == 0,
-                          Implies(unsplit, size == group.block_size_tokens)))
+        checks.append(kernel_block_fits(group.block_size_tokens, size, unsplit))
     return And(*checks)

@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
+from ..formulas.dtypes import dtype_size
 from ..logic import cdiv
 from .layout import KVCacheLayout
 from .refusals import VllmAssertionError, VllmNotImplementedError, VllmValueError
@@ -30,7 +31,6 @@ from .specs import (
     SlidingWindowMLASpec,
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
-    dtype_size,
     replace_as,
     uniform_type_base_spec,
     manager_class_name,

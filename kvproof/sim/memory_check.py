@@ -8,22 +8,17 @@ the group padding and the stride alignment (S3), and it reserves the null block.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Callable
 
-from ..logic import Sum
+from ..formulas.pool import memory_needed_bytes
 from .grouping import KVCacheGroupSpec
 from .refusals import AUTO_FIT_MESSAGE, VllmValueError, memory_check_message, no_memory_message
 from .specs import SpecContext
 
 __all__ = [
-    "memory_needed_bytes", "group_blocks_per_request", "max_memory_usage_bytes_from_groups",
+    "group_blocks_per_request", "max_memory_usage_bytes_from_groups",
     "estimate_max_model_len", "check_enough_kv_cache_memory", "auto_fit_max_model_len",
 ]
-
-
-def memory_needed_bytes(bytes_per_block: Any, group_blocks: Sequence[Any]) -> Any:
-    """``needed = bytes_per_block * sum_g pages_g`` (kv_cache_planning.py:1262-1285)."""
-    return bytes_per_block * Sum(list(group_blocks))
 
 
 def group_blocks_per_request(groups: list[KVCacheGroupSpec], ctx: SpecContext) -> list[int]:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..logic import cdiv
-from ..models.geometry import ExpandedLayer, MultipleOf, PlatformAlignment, canonical_dtype, dtype_size, present
+from ..formulas.dtypes import dtype_size
+from ..models.geometry import ExpandedLayer, MultipleOf, PlatformAlignment, canonical_dtype, present
 from .refusals import VllmAssertionError, VllmValueError
 from .specs import FullAttentionSpec, MLAAttentionSpec
 

@@ -2,9 +2,9 @@
 
 Port of ``_get_kv_cache_bytes_per_block`` (kv_cache_planning.py:574-605),
 ``validate_kv_cache_layout`` (608-639), ``get_kv_cache_config_from_groups`` (642-741) and
-``_project_kv_cache_groups_to_worker`` (1413-1458).  The formulas that the rules and the solver
-share are :func:`bytes_per_block_layer_outermost`, :func:`bytes_per_block_block_outermost`,
-:func:`num_blocks_for_memory` and :func:`tensor_size`, written with :mod:`kvproof.logic` helpers.
+``_project_kv_cache_groups_to_worker`` (1413-1458).  The arithmetic (bytes per block, ``num_blocks``,
+tensor sizes, layer block strides, the split of a block into kernel blocks) lives in
+:mod:`kvproof.formulas`, which the rules share.
 """
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
 
-from ..logic import Max, Sum, div, round_up
+from ..formulas.kernel_blocks import allocation_split_rows, kernel_blocks_per_block
+from ..formulas.pages import layer_block_stride
+from ..formulas.pool import bytes_per_block_block_outermost, bytes_per_block_layer_outermost, num_blocks_for_memory, \
+    tensor_size
 from .grouping import KVCacheGroupSpec, per_layer_spec
 from .layout import DIM_B, DIM_L, KVCacheLayout, compute_layout_strides
-from .pages import layer_block_stride
 from .refusals import VllmAssertionError, VllmValueError, nonzero
 from .specs import KVCacheSpec, UniformTypeKVCacheSpecs
 
 __all__ = [
-    "KVCacheTensor", "KVCacheConfig", "bytes_per_block_layer_outermost", "bytes_per_block_block_outermost",
-    "num_blocks_for_memory", "tensor_size", "get_kv_cache_bytes_per_block", "validate_kv_cache_layout",
+    "KVCacheTensor", "KVCacheConfig", "get_kv_cache_bytes_per_block", "validate_kv_cache_layout",
     "get_kv_cache_config_from_groups", "project_groups_to_worker", "layer_shape_bytes",
 ]
 
@@ -50,31 +50,6 @@ class KVCacheConfig:
     bytes_per_block: int = 0
     layout: KVCacheLayout | None = None
     extra: dict = field(default_factory=dict)
-
-
-# --- shared formulas (ints or z3 terms) ------------------------------------------------------
-
-
-def bytes_per_block_layer_outermost(group_layer_strides: Sequence[Sequence[Any]]) -> Any:
-    """Layer-outermost layouts: ``max_g sum_{l in g} round_up(page_l, alignment_l)`` -- each
-    argument row holds one group's already rounded layer strides (see ``layer_block_stride``)."""
-    return Max([Sum(list(strides)) for strides in group_layer_strides])
-
-
-def bytes_per_block_block_outermost(group_layer_pages: Sequence[Sequence[Any]], alignment_lcm: int) -> Any:
-    """Block-outermost layouts: ``round_up(max_g sum_{l in g} page_l, lcm(alignments))``; the
-    lcm is concrete (alignments come from a small finite domain)."""
-    return round_up(Max([Sum(list(pages)) for pages in group_layer_pages]), alignment_lcm)
-
-
-def num_blocks_for_memory(available_memory: Any, bytes_per_block: Any) -> Any:
-    """``num_blocks = available_memory // bytes_per_block`` (kv_cache_planning.py:680)."""
-    return div(available_memory, bytes_per_block)
-
-
-def tensor_size(bytes_per_block: Any, num_blocks: Any) -> Any:
-    """Every ``KVCacheTensor.size`` is the one shared backing: ``bytes_per_block * num_blocks``."""
-    return bytes_per_block * num_blocks
 
 
 # --- the port --------------------------------------------------------------------------------
@@ -118,8 +93,8 @@ def layer_shape_bytes(spec: KVCacheSpec, num_blocks: int, kernel_block_size: int
     bs = kernel_block_size if kernel_block_size is not None else spec.block_size
     if spec.block_size % bs != 0:
         raise VllmAssertionError(f"Kernel block size {bs} must divide KV cache block size {spec.block_size}.")
-    return (num_blocks * (spec.block_size // bs), spec.num_heads, spec.get_num_kernel_states(bs),
-            spec.state_content_size_bytes)
+    return (allocation_split_rows(num_blocks, kernel_blocks_per_block(spec.block_size, bs)), spec.num_heads,
+            spec.get_num_kernel_states(bs), spec.state_content_size_bytes)
 
 
 def get_kv_cache_config_from_groups(

@@ -7,8 +7,8 @@ Grouping compares specs exactly as vLLM does, so it must be these semantics and 
 approximation.  A ``torch.dtype`` is represented by its canonical name (``"bfloat16"``), which
 compares the same way (``"fp8"`` and ``"uint8"`` are both ``torch.uint8``).
 
-The page and block arithmetic delegates to :mod:`kvproof.sim.pages` and
-:mod:`kvproof.sim.demand`, which also run on z3 terms.
+The page and block arithmetic delegates to :mod:`kvproof.formulas.pages` and
+:mod:`kvproof.formulas.blocks_per_request`, which the rules share and which also run on z3 terms.
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from fractions import Fraction
-from math import gcd, prod
+from math import gcd
 from typing import Any
 
 import attrs
 
+from ..formulas import blocks_per_request, pages
+from ..formulas.dtypes import dtype_size
 from ..logic import cdiv, round_up
-from ..models.geometry import DTYPE_SIZES, MultipleOf
-from . import demand, pages
+from ..models.geometry import MultipleOf
 from .refusals import VllmAssertionError, VllmTypeError, VllmValueError, nonzero
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
     "CircularBufferSpec", "SlidingWindowMLASpec", "MambaSpec", "EncoderOnlyAttentionSpec",
     "CrossAttentionSpec", "SinkFullAttentionSpec", "UniformTypeKVCacheSpecs", "SPEC_TYPES",
     "uniform_type_base_spec", "manager_class_name", "iter_layer_specs", "replace_as",
-    "vllm_class_repr", "dtype_size", "SUPPORTS_FINE_GRAINED_HASH_LOOKUP",
+    "vllm_class_repr", "SUPPORTS_FINE_GRAINED_HASH_LOOKUP",
 ]
 
 VLLM_MODULE = "vllm.v1.kv_cache_interface"
@@ -44,11 +45,6 @@ def vllm_class_repr(spec_or_cls: Any) -> str:
     """``str(type(spec))`` as vLLM prints it in its error texts."""
     cls = spec_or_cls if isinstance(spec_or_cls, type) else type(spec_or_cls)
     return f"<class '{VLLM_MODULE}.{cls.__name__}'>"
-
-
-def dtype_size(dtype: str) -> int:
-    """``get_dtype_size`` (vllm/utils/torch_utils.py:347-349) of a canonical dtype name."""
-    return DTYPE_SIZES[dtype]
 
 
 @attrs.frozen
@@ -212,9 +208,8 @@ class AttentionSpec(KVCacheSpec):
 
     @property
     def page_size_bytes(self) -> int:  # 596-601
-        if self.page_size_padded is not None:
-            if self.page_size_padded < self.unpadded_page_size_bytes:
-                raise VllmAssertionError("", "v1/kv_cache_interface.py:598")
+        if not pages.padding_fits(self.unpadded_page_size_bytes, self.page_size_padded):
+            raise VllmAssertionError("", "v1/kv_cache_interface.py:598")
         return pages.padded_page_size_bytes(self.unpadded_page_size_bytes, self.page_size_padded)
 
     @property
@@ -255,7 +250,7 @@ class FullAttentionSpec(AttentionSpec):
     non_causal: bool = False
 
     def max_memory_usage_bytes(self, ctx: SpecContext) -> int:  # 643-648
-        return demand.full_attention_blocks(ctx.max_model_len, self.block_size, ctx.dcp, self.dcp_sharded) * (
+        return blocks_per_request.full_attention_blocks(ctx.max_model_len, self.block_size, ctx.dcp, self.dcp_sharded) * (
             self.page_size_bytes
         )
 
@@ -417,7 +412,7 @@ class ChunkedLocalAttentionSpec(AttentionSpec):
     attention_chunk_size: int
 
     def max_admission_blocks_per_request(self, in_flight_tokens: int, max_model_len: int) -> int:
-        return demand.chunked_local_blocks(max_model_len, self.block_size, self.attention_chunk_size, in_flight_tokens)
+        return blocks_per_request.chunked_local_blocks(max_model_len, self.block_size, self.attention_chunk_size, in_flight_tokens)
 
     def max_memory_usage_bytes(self, ctx: SpecContext) -> int:
         return self.max_admission_blocks_per_request(ctx.in_flight_tokens, ctx.max_model_len) * self.page_size_bytes
@@ -443,7 +438,7 @@ class SlidingWindowSpec(AttentionSpec):
         return self.sliding_window - 1 + self.extra_retained_tokens
 
     def max_admission_blocks_per_request(self, in_flight_tokens: int, max_model_len: int) -> int:
-        return demand.sliding_window_blocks(
+        return blocks_per_request.sliding_window_blocks(
             max_model_len, self.block_size, self.sliding_window, self.extra_retained_tokens, in_flight_tokens
         )
 
@@ -470,7 +465,7 @@ class CircularBufferSpec(AttentionSpec):
         return None
 
     def max_memory_usage_bytes(self, ctx: SpecContext) -> int:
-        return demand.circular_buffer_blocks() * self.page_size_bytes
+        return blocks_per_request.circular_buffer_blocks() * self.page_size_bytes
 
     def max_num_blocks_per_req(self, ctx: SpecContext, max_len: int) -> int:
         return 1
@@ -585,7 +580,7 @@ class MambaSpec(KVCacheSpec):
     @cached_property
     def state_content_size_bytes(self) -> int:
         return pages.mamba_state_size_bytes(
-            [prod(shape) * dtype_size(dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
+            [pages.state_tensor_bytes(shape, dtype_size(dtype)) for shape, dtype in zip(self.shapes, self.dtypes)]
         )
 
     @property
@@ -595,9 +590,8 @@ class MambaSpec(KVCacheSpec):
     @property
     def page_size_bytes(self) -> int:
         real = self.state_content_size_bytes
-        if self.page_size_padded is not None:
-            if self.page_size_padded < real:
-                raise VllmAssertionError("", "v1/kv_cache_interface.py:1127")
+        if not pages.padding_fits(real, self.page_size_padded):
+            raise VllmAssertionError("", "v1/kv_cache_interface.py:1127")
         return pages.padded_page_size_bytes(real, self.page_size_padded)
 
     @property
@@ -605,7 +599,7 @@ class MambaSpec(KVCacheSpec):
         return None
 
     def max_memory_usage_bytes(self, ctx: SpecContext) -> int:
-        return demand.mamba_blocks(
+        return blocks_per_request.mamba_blocks(
             ctx.mamba_cache_mode == "align", self.num_speculative_blocks, self.num_prefill_checkpoint_blocks
         ) * self.page_size_bytes
 
@@ -633,13 +627,13 @@ class MambaSpec(KVCacheSpec):
 @dataclass(frozen=True, kw_only=True)
 class EncoderOnlyAttentionSpec(AttentionSpec):
     def max_memory_usage_bytes(self, ctx: SpecContext) -> int:
-        return demand.encoder_only_blocks()
+        return blocks_per_request.encoder_only_blocks()
 
 
 @dataclass(frozen=True, kw_only=True)
 class CrossAttentionSpec(AttentionSpec):
     def max_memory_usage_bytes(self, ctx: SpecContext) -> int:
-        return demand.cross_attention_blocks(ctx.max_num_encoder_input_tokens, self.block_size) * self.page_size_bytes
+        return blocks_per_request.cross_attention_blocks(ctx.max_num_encoder_input_tokens, self.block_size) * self.page_size_bytes
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,11 +16,12 @@ from typing import Any
 
 import attrs
 
+from ..formulas.dtypes import dtype_size
 from ..models import record as r
 from ..models.codec import ABSENT
 from ..models.geometry import Geometry, Views, present
 from .plan import Plan, WorkerPlan, plan
-from .specs import CircularBufferSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs, dtype_size
+from .specs import CircularBufferSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs
 from .views import plan_views
 
 __all__ = ["synthesize", "SynthesizedRecords"]

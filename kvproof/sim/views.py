@@ -10,8 +10,8 @@ bytes), its storage offset, the kernel block size, ``kernel_block_stride`` (0 fo
 allocation-time split, ``stride(0) // page_stride`` for a packed cache split at bind time) and the
 kernel block ids of manager blocks 0..2.
 
-:func:`kernel_blocks_on_axis` and :func:`kernel_block_id` are the coverage formulas the rules and
-the solver share (written with :mod:`kvproof.logic` helpers).
+The kernel-block arithmetic (rows of a split block, the bind-time view's length, kernel block ids)
+is :mod:`kvproof.formulas.kernel_blocks`, the formulas the view rules (VC) check records with.
 """
 
 from __future__ import annotations
@@ -21,44 +21,18 @@ from typing import Any
 
 import attrs
 
-from ..logic import If, div
+from ..formulas.dtypes import dtype_size
+from ..formulas.kernel_blocks import bind_split_rows, kernel_block_id, kernel_blocks_per_block
 from ..models.geometry import Geometry, MultipleOf, present
 from .grouping import KVCacheGroupSpec, per_layer_spec
 from .layout import KVCacheLayout, compute_layout_strides
 from .pool import get_kv_cache_config_from_groups, layer_shape_bytes
 from .refusals import VllmAssertionError, VllmError, VllmStopIteration, VllmValueError, as_refusal
-from .specs import AttentionSpec, EncoderOnlyAttentionSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs, dtype_size
+from .specs import AttentionSpec, EncoderOnlyAttentionSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs
 
-__all__ = [
-    "ViewPlan", "Backend", "plan_views", "select_common_block_size", "kernel_blocks_on_axis", "kernel_block_id",
-    "DEFAULT_VIEW_BLOCKS", "backend_position",
-]
+__all__ = ["ViewPlan", "Backend", "plan_views", "select_common_block_size", "DEFAULT_VIEW_BLOCKS", "backend_position"]
 
 DEFAULT_VIEW_BLOCKS = 3
-
-
-def kernel_blocks_on_axis(
-    num_blocks: Any, block_size: Any, kernel_block_size: Any, kernel_block_stride: Any, states_per_block: Any = None,
-    kernel_rows: Any = None,
-) -> Any:
-    """Length of a view's block axis: ``num_blocks * bs / kbs`` for an allocation-time split
-    (``kernel_block_stride == 0``), ``(num_blocks - 1) * kernel_block_stride + states_per_block //
-    kernel_rows`` for a packed cache mapped at bind time (utils.py:424-426)."""
-    per_block = div(block_size, kernel_block_size)
-    if states_per_block is None:
-        return If(kernel_block_stride == 0, num_blocks * per_block, (num_blocks - 1) * kernel_block_stride + per_block)
-    return If(
-        kernel_block_stride == 0,
-        num_blocks * per_block,
-        (num_blocks - 1) * kernel_block_stride + div(states_per_block, kernel_rows),
-    )
-
-
-def kernel_block_id(block: Any, j: Any, block_size: Any, kernel_block_size: Any, kernel_block_stride: Any) -> Any:
-    """``map_to_kernel_block_table`` (utils.py:380-395): kernel block ``j`` of manager block
-    ``block`` is ``block * (kernel_block_stride or bs/kbs) + j``."""
-    alpha = If(kernel_block_stride == 0, div(block_size, kernel_block_size), kernel_block_stride)
-    return block * alpha + j
 
 
 @attrs.frozen
@@ -301,16 +275,16 @@ def _plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[
                         )
                     page_stride = kernel_rows * stride[-2]
                     kernel_block_stride = stride[0] // page_stride
-                    num_pages = (shape[0] - 1) * kernel_block_stride + shape[-2] // kernel_rows
+                    num_pages = bind_split_rows(shape[0], kernel_block_stride, shape[-2] // kernel_rows)
                     shape = [num_pages, shape[1], kernel_rows, shape[-1]]
                     stride = [page_stride, *stride[1:]]
             rows = range(table_rows)
             if attn_kbs is None:
                 table = list(rows)
             else:
-                per_block = spec.block_size // attn_kbs
-                alpha = kernel_block_stride or per_block
-                table = [b * alpha + j for b in rows for j in range(per_block)]
+                per_block = kernel_blocks_per_block(spec.block_size, attn_kbs)
+                table = [kernel_block_id(b, j, spec.block_size, attn_kbs, kernel_block_stride)
+                         for b in rows for j in range(per_block)]
             out.append(ViewPlan(
                 kv_cache_group=gid,
                 backend=backend.name,

@@ -1,9 +1,10 @@
-"""The rules' concrete fast paths (taken while the checker runs, ``logic.checking_concretely()``)
-give the same verdict as the rule's helper formula, the body the solver also runs, on every binding
-instance of every fixture, example and a sample of mutated GLM records.
+"""The checker's mode gives the verdicts a plain evaluation of the same bodies gives, on every
+binding instance of every fixture, example and a sample of mutated GLM records.
 
-Outside :class:`kvproof.logic.concrete_only` a body evaluates its formula on the concrete values
-(the path the parity fuzzer compares with z3); inside it, the fast path. Both must agree exactly."""
+Inside :class:`kvproof.logic.concrete_only` (the checker) the logic helpers skip their tests for z3
+terms; outside it they make them. A rule has one body (no ``checking_concretely()`` branch); the
+formulas' plain-Python fast paths are proved equal to their helper expressions in
+tests/formulas/test_formula_fast_paths.py, and the z3 verdicts by the parity fuzzer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shared formulas give the same values and verdicts on z3 terms as on ints."""
+"""The formulas (kvproof.formulas) give the same values and verdicts on z3 terms as on ints."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvproof.logic import concrete_bool
-from kvproof.sim import concurrency, demand, pages, pool, views
+from kvproof.formulas import blocks_per_request as demand
+from kvproof.formulas import concurrency, kernel_blocks, pages, pool
 
 sizes = st.integers(min_value=1, max_value=1 << 20)
 small = st.integers(min_value=0, max_value=8)
@@ -103,12 +104,12 @@ def test_bytes_per_block_and_num_blocks(groups, alignment, memory) -> None:
        stride=st.integers(0, 5000))
 def test_view_coverage(num_blocks, kernel, ratio, stride) -> None:
     block = kernel * ratio
-    concrete = views.kernel_blocks_on_axis(num_blocks, block, kernel, stride)
-    symbolic = views.kernel_blocks_on_axis(as_z3(num_blocks), as_z3(block), as_z3(kernel), as_z3(stride))
+    concrete = kernel_blocks.kernel_blocks_on_axis(num_blocks, block, kernel, stride)
+    symbolic = kernel_blocks.kernel_blocks_on_axis(as_z3(num_blocks), as_z3(block), as_z3(kernel), as_z3(stride))
     assert same(concrete, symbolic)
-    ident = views.kernel_block_id(num_blocks - 1, ratio - 1, block, kernel, stride)
-    assert same(ident, views.kernel_block_id(as_z3(num_blocks - 1), as_z3(ratio - 1), as_z3(block), as_z3(kernel),
-                                             as_z3(stride)))
+    ident = kernel_blocks.kernel_block_id(num_blocks - 1, ratio - 1, block, kernel, stride)
+    assert same(ident, kernel_blocks.kernel_block_id(as_z3(num_blocks - 1), as_z3(ratio - 1), as_z3(block), as_z3(kernel),
+                                                     as_z3(stride)))
     # the last kernel block of the last manager block is the last row of the view
     assert ident == concrete - 1
 
