@@ -409,7 +409,7 @@ class BlockPool:
         self.hash_block_size = hash_block_size
         self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
         # Materialized blocks by id (vLLM: ``self.blocks``, a list of all of them).
-        self._blocks: dict[int, KVCacheBlock] = {}
+        self._blocks: list[KVCacheBlock] = []  # by id: ids are handed out fresh in order
         self.next_fresh_id = 0
         self.free_block_queue = FreeKVCacheBlockQueue(self)
         self.cached_block_hash_to_block = BlockHashToBlockMap()
@@ -422,14 +422,13 @@ class BlockPool:
 
     def _materialize_fresh(self) -> KVCacheBlock:
         block = KVCacheBlock(self.next_fresh_id)
-        self._blocks[self.next_fresh_id] = block
+        self._blocks.append(block)
         self.next_fresh_id += 1
         return block
 
     def _materialize_fresh_n(self, n: int) -> list[KVCacheBlock]:
-        ids = range(self.next_fresh_id, self.next_fresh_id + n)
-        blocks = [KVCacheBlock(block_id) for block_id in ids]
-        self._blocks.update(zip(ids, blocks))
+        blocks = [KVCacheBlock(block_id) for block_id in range(self.next_fresh_id, self.next_fresh_id + n)]
+        self._blocks.extend(blocks)
         self.next_fresh_id += n
         return blocks
 
@@ -602,7 +601,7 @@ class BlockPool:
             return False
         self.cached_block_hash_to_block = BlockHashToBlockMap()
         self.cached_block_hashes_by_block.clear()
-        for block in self._blocks.values():
+        for block in self._blocks:
             block.reset_hash()
         return True
 

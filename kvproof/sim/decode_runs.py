@@ -35,7 +35,7 @@ a request finishes (``check_stop``, ``v1/core/sched/utils.py:96-140``: ``max_mod
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .request import Request, RequestStatus
@@ -74,10 +74,10 @@ class DecodeRuns:
     """Decode runs of one ``Scheduler`` (``kvproof.sim.scheduler``) in ``simulate_workload``.
 
     ``output_tokens(request_id, first, count)``: the model's output token ids ``first .. first +
-    count - 1`` of a request (``docs/requests.md``: one token per step, fixed ids).
+    count - 1`` of a request, a sequence (``docs/requests.md``: one token per step, fixed ids).
     """
 
-    def __init__(self, scheduler: Any, output_tokens: Callable[[str, int, int], list[int]]) -> None:
+    def __init__(self, scheduler: Any, output_tokens: Callable[[str, int, int], Sequence[int]]) -> None:
         self.scheduler = scheduler
         self.output_tokens = output_tokens
         self.steps = 0  # steps advanced by decode runs (tests, bench)
@@ -181,6 +181,8 @@ class DecodeRuns:
         new_step_starts = s._new_step_starts
         s.finished_req_ids = set()  # the first step's _update_after_schedule (1845-1877)
         end = max_steps - step
+        arrival = 0  # offset of the next arrival (refreshed once passed)
+        finished_lanes = False  # some lane in ``events`` belongs to a finished request
         k = 0
         try:
             while k < end:
@@ -191,15 +193,16 @@ class DecodeRuns:
                         heapq.heappop(event_offsets)
                     while finish_offsets and finish_offsets[0] not in finishes:
                         heapq.heappop(finish_offsets)
-                    quiet_end = min(end, next_arrival(step + k - 1 if k else step) - step,
-                                    event_offsets[0] if event_offsets else end,
+                    if arrival <= k:  # the next arrival offset at or after k (offset 0's were added)
+                        arrival = next_arrival(step + k - 1 if k else step) - step
+                    quiet_end = min(end, arrival, event_offsets[0] if event_offsets else end,
                                     finish_offsets[0] if finish_offsets else end)
                     if quiet_end > k:
                         record_quiet(step + k, step + quiet_end, scheduled_ids, ids, waiting_ids)
                         k = quiet_end
                         continue
                 due = events.pop(k, None)
-                if due:
+                if due and finished_lanes:
                     due = [lane for lane in due if lane.position >= 0]  # (not the finished ones)
                 if due and len(due) * max_blocks > pool.get_num_free_blocks():
                     events[k] = due
@@ -211,11 +214,13 @@ class DecodeRuns:
                 if due and new_step_starts is not None:
                     new_step_starts()
                 if due:
-                    due.sort(key=_position)  # running order (916-984)
+                    if len(due) > 1:
+                        due.sort(key=_position)  # running order (916-984)
                     for lane in due:
                         r = lane.request
-                        self._catch_up(lane, k)
-                        c = lane.computed_at(k)
+                        if k - lane.start > lane.appended:
+                            self._catch_up(lane, k)
+                        c = lane.computed + k - lane.start  # computed_at(k)
                         r.num_computed_tokens = c
                         if allocate_slots(r, 1, num_lookahead_tokens=lookahead) is None:
                             raise DecodeRunError(f"allocate_slots failed for {r.request_id} inside a decode run")
@@ -282,6 +287,7 @@ class DecodeRuns:
                         alive[id(lane.request)] = lane
                     else:
                         lane.position = -1
+                        finished_lanes = True
                 lanes = []
                 all_decoding = True
                 for position, r in enumerate(s.running):
@@ -375,7 +381,7 @@ class DecodeRuns:
             r.num_computed_tokens = lane.computed_at(k) + 1
             r.num_in_flight_tokens = 1
             num_scheduled_tokens[r.request_id] = 1
-            sampled[r.request_id] = self.output_tokens(r.request_id, lane.outputs + k - lane.start, 1)
+            sampled[r.request_id] = list(self.output_tokens(r.request_id, lane.outputs + k - lane.start, 1))
             lane.appended += 1  # the token of step k
         spec_decode_tokens = None
         if waiting_pass is not None:
@@ -383,7 +389,7 @@ class DecodeRuns:
             for r in admitted:
                 num_scheduled_tokens[r.request_id] = waiting_pass.num_scheduled_tokens[r.request_id]
                 if not r.is_prefill_chunk:
-                    sampled[r.request_id] = self.output_tokens(r.request_id, r.num_output_tokens, 1)
+                    sampled[r.request_id] = list(self.output_tokens(r.request_id, r.num_output_tokens, 1))
         finished = self.scheduler.update_from_output(self._output(num_scheduled_tokens, spec_decode_tokens), sampled)
         for lane in lanes:
             if (lane.finish == k) == (lane.request.status == _RUNNING):

@@ -342,18 +342,14 @@ class KVCacheCoordinator:
 
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
         """352-375."""
-        boundaries = replay_boundaries(
-            request.num_prompt_tokens, self.scheduler_block_size, use_eagle=bool(self.drop_eagle_group_ids)
-        )
+        boundaries = replay_boundaries(request.num_prompt_tokens, self.scheduler_block_size,
+                                       bool(self.drop_eagle_group_ids))  # use_eagle
+        retention_interval = self.retention_interval
         for group_id, manager in enumerate(self.single_type_managers):
             if not manager.enable_caching:
                 continue
-            manager.cache_blocks(
-                request,
-                self.get_num_cacheable_tokens(num_computed_tokens, group_id),
-                retention_interval=self.retention_interval,
-                replay_boundaries=boundaries,
-            )
+            manager.cache_blocks(request, self.get_num_cacheable_tokens(num_computed_tokens, group_id),
+                                 retention_interval, replay_boundaries=boundaries)
 
     def reset_prefix_cache(self) -> bool:
         return self.block_pool.reset_prefix_cache()
