@@ -15,21 +15,22 @@ step-by-step ones, step for step (``tests/sim/test_decode_runs.py`` compares the
 
 A run starts at a step when (every condition is checked, none assumed):
 
-* the scheduler has no speculative decoding (no drafts, no lookahead slots, no padded decodes:
-  1013-1027, 1310-1330, 2333-2350, 2392-2400) and every group's manager is modelled
-  (``KVCacheManager.supports_decode_runs``);
+* every group's manager is modelled (``KVCacheManager.supports_decode_runs``);
 * every running request is RUNNING, decoding (``num_computed_tokens = num_tokens - 1`` with at least
   one output token), with no draft tokens and nothing in flight;
 * the token budget and the input budget hold one token for each of them (``max_num_scheduled_tokens``,
-  ``max_num_batched_tokens``, the drafting slots; 795-863), so every one is scheduled;
-* the WAITING loop (1046-1068) would not look at a request: the queue is empty, or ``max_num_seqs``
-  requests run, or the budgets are used up. Only then can nothing be admitted.
+  ``max_num_batched_tokens``, the drafting slots; 795-863), so every one is scheduled.
 
-It stops before the first step that could differ: a step whose events could need more blocks than
-are free (a preemption is possible; at most ``decode_step_max_blocks`` per request), an arrival
-into an empty queue while seats and budget are free, ``max_steps``; and after the first step in which
-a request finishes (``check_stop``, ``v1/core/sched/utils.py:96-140``: ``max_model_len`` or
-``max_tokens``), which the real ``update_from_output`` performs (it frees the blocks and opens a seat).
+Speculative decoding without a drafter is followed: the lookahead slots enter ``allocate_slots`` and,
+with ``num_spec_tokens > 0``, ``update_from_output`` caches each decode again after its sampled
+token (2402-2415), an event of its own. Within a run: the WAITING loop (``Scheduler._schedule_waiting``,
+1046-1516) runs for real after each step's events unless it cannot look at a request (seats or
+budgets used up, 1046-1068) or its failure is known to repeat (``_fails_again``); a request that stops
+(``check_stop``, ``v1/core/sched/utils.py:96-140``) or is admitted goes through the real
+``update_from_output``, and the run goes on with the new running set while every request in it
+decodes. It stops before a step whose events could need more blocks than are free (a preemption is
+possible; at most ``decode_step_max_blocks`` per request), at ``max_steps``, and after a step that
+leaves a request with prefill to do.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from .request import Request, RequestStatus
 __all__ = ["DecodeRunError", "DecodeRuns"]
 
 _RUNNING = RequestStatus.RUNNING
-_NEVER = 1 << 62
 
 
 class DecodeRunError(Exception):
@@ -80,8 +80,6 @@ class DecodeRuns:
     def __init__(self, scheduler: Any, output_tokens: Callable[[str, int, int], Sequence[int]]) -> None:
         self.scheduler = scheduler
         self.output_tokens = output_tokens
-        self.steps = 0  # steps advanced by decode runs (tests, bench)
-        self.runs = 0
 
     @staticmethod
     def applies(scheduler: Any) -> bool:
@@ -211,6 +209,7 @@ class DecodeRuns:
                     arrive(step + k)
                     if len(s.waiting) != len(waiting_ids):
                         waiting_ids = [r.request_id for r in s.waiting]
+                        memo = None  # more eligible requests: the long-prefill threshold may move (757-771)
                 if due and new_step_starts is not None:
                     new_step_starts()
                 if due:
@@ -281,25 +280,8 @@ class DecodeRuns:
                 record(step + k, scheduled, [r.request_id for r in finished], admitted_dict, running_ids, waiting_ids)
                 k += 1
                 # The running set of the next step: the run goes on while every request in it decodes.
-                alive = {}
-                for lane in lanes:
-                    if lane.request.status == _RUNNING:
-                        alive[id(lane.request)] = lane
-                    else:
-                        lane.position = -1
-                        finished_lanes = True
-                lanes = []
-                all_decoding = True
-                for position, r in enumerate(s.running):
-                    lane = alive.get(id(r))
-                    if lane is None:
-                        if not self._decoding([r]):
-                            all_decoding = False
-                            continue
-                        lane = self._lane(r, k, position)
-                        schedule_lane(lane)
-                    lane.position = position
-                    lanes.append(lane)
+                finished_lanes = finished_lanes or any(lane.request.status != _RUNNING for lane in lanes)
+                lanes, all_decoding = self._next_lanes(lanes, k, schedule_lane)
                 ids = [r.request_id for r in s.running]
                 scheduled_ids = dict.fromkeys(ids, 1)
                 closed = self._waiting_loop_closed(len(ids)) if all_decoding and ids else None
@@ -315,9 +297,31 @@ class DecodeRuns:
                 r.num_computed_tokens = lane.computed_at(k)
                 quiet_until[r.request_id] = lane.computed_at(lane.event)
         s.current_step += k
-        self.steps += k
-        self.runs += bool(k)
         return k
+
+    def _next_lanes(self, lanes: list[_Lane], k: int, schedule_lane: Callable[[_Lane], None]) -> tuple[list[_Lane], bool]:
+        """The lanes of ``running`` from offset ``k`` on, after a step that finished or admitted
+        requests: the finished ones dropped (``position`` -1), the admitted ones that decode now added
+        (``schedule_lane``); and whether every running request decodes."""
+        alive = {}
+        for lane in lanes:
+            if lane.request.status == _RUNNING:
+                alive[id(lane.request)] = lane
+            else:
+                lane.position = -1
+        out: list[_Lane] = []
+        all_decoding = True
+        for position, r in enumerate(self.scheduler.running):
+            lane = alive.get(id(r))
+            if lane is None:
+                if not self._decoding([r]):
+                    all_decoding = False
+                    continue
+                lane = self._lane(r, k, position)
+                schedule_lane(lane)
+            lane.position = position
+            out.append(lane)
+        return out, all_decoding
 
     @staticmethod
     def _fails_again(memo, head: Any, hashes: Any, pool: Any) -> bool:
@@ -326,7 +330,9 @@ class DecodeRuns:
         no more free blocks (a block leaving the free queue is allocated or touched; entering it,
         freed: so the hit blocks' evictable counts stand too). ``allocate_slots`` fails on
         ``blocks + watermark > free`` (``kv_cache_manager.py:527-546, 586-588``) and every other
-        exit of the loop reads neither; so with fewer free blocks it fails again."""
+        exit of the loop reads neither; so with fewer free blocks it fails again. (The run drops the
+        memo when a request arrives or the running set changes: the budgets and the long-prefill
+        threshold stay as they were.)"""
         return (
             memo is not None
             and memo[0] is head

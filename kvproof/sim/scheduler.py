@@ -86,7 +86,11 @@ text-only, FCFS, connector-free configuration this port models):
   (``config/scheduler.py:134``); ``watermark`` is the manager's (default 0.0).
 
 Cost: per step, O(running + admitted) Python calls plus the manager's per-block work; nothing loops
-per token except the one output token a request appends per step.
+per token except the one output token a request appends per step. kvproof's decode runs
+(``kvproof.sim.decode_runs``, ``docs/requests.md`` "Decode runs") advance the steps where every
+running request decodes at O(1) per step plus one real ``allocate_slots`` per event, and
+``schedule()`` skips the ``allocate_slots`` calls the manager proves to be no-ops
+(``decode_quiet_until``); :func:`step_by_step` turns both off.
 """
 
 from __future__ import annotations
