@@ -1,8 +1,8 @@
-"""Requests over time: request-steps per second of the workload simulator, steps per second of the
-single-request trace, and, when vLLM is installed, the same workload through vLLM 0.33.0's own
-scheduler (the requests oracle) for a ratio.
+"""Requests over time: request-steps per second of the workload simulator against vLLM 0.33.0's own
+scheduler on the same schedules, steps per second of the single-request trace, and the long workload
+(10,000 requests over 1,000,000 steps).
 
-Run: python bench/bench_requests.py [--rounds N] [--requests 64] [--no-vllm]
+Run: python bench/bench_requests.py [--rounds N] [--requests 64] [--no-vllm] [--no-long]
 
 Cases (docs/requests.md), interleaved round by round:
 
@@ -18,11 +18,21 @@ Cases (docs/requests.md), interleaved round by round:
 * ``single-request``: the single request of a 20,000-token prompt in 512-token chunks and 2,000
   decode steps on the Gemma-like sliding-window example (steps per second).
 
+Each workload is also timed step by step (``kvproof.sim.scheduler.step_by_step``: every step alone,
+every ``allocate_slots`` call made), after checking that both paths give the same result: the ratio
+shows what the decode runs (``kvproof/sim/decode_runs.py``) bring.
+
 vLLM: when ``.venv-vllm/bin/python`` exists (``KVPROOF_ORACLE_PYTHON`` names another interpreter),
-``tests/conformance/oracle_requests.py`` runs the ``workload`` geometry once per round in its own
-process; the ratio compares its in-process scheduling time (``workload_elapsed_s``, reported when
-``KVPROOF_ORACLE_ELAPSED`` is set: ``Scheduler.schedule`` + ``update_from_output`` with vLLM's real
-``KVCacheManager``, the oracle's bookkeeping included) with kvproof's ``simulate_workload``.
+``tests/conformance/oracle_requests.py`` runs each workload geometry in its own process, up to 3
+times; with ``KVPROOF_ORACLE_ELAPSED`` set it reports its in-process scheduling time, wall and CPU
+(``Scheduler.schedule`` + ``update_from_output`` with vLLM's real ``KVCacheManager``, request creation
+and the oracle's bookkeeping included), which is compared with kvproof's ``simulate_workload`` (its
+scheduler and manager construction included) after checking the two schedules are equal. Ratios
+are of medians, all measured in this run; the CPU ratio is the steadier one on a loaded machine.
+
+The long workload (``--no-long`` skips it): 10,000 requests arriving every 99.9 steps over 1,000,000
+steps on the full-attention example (prompts of 256-2,000 tokens, half behind one of four 256-token
+shared prefixes, 100-1,000 decode tokens), timed once, wall and CPU (target: under a minute).
 """
 
 from __future__ import annotations
@@ -32,13 +42,18 @@ import copy
 import json
 import os
 import random
+import resource
+import statistics
 import subprocess
 import time
 
-from _common import ROOT, interleaved, machine, median_ms, spread
+from _common import ROOT, interleaved_with_cpu, load, machine, median_ms, spread
 
 from kvproof.models.geometry import load_geometry
 from kvproof.sim import plan
+
+LONG_REQUESTS = 10_000
+LONG_STEPS = 1_000_000
 
 
 def _requests(n: int, seed: int = 0) -> list[dict]:
@@ -55,12 +70,73 @@ def _requests(n: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def _geometry(name: str, n: int, **settings) -> dict:
+def _long_requests(seed: int = 1) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for r in range(LONG_REQUESTS):
+        request = {"id": f"r{r}", "arrival_step": r * LONG_STEPS // (LONG_REQUESTS + 10),
+                   "prompt_tokens": rng.randrange(256, 2001), "decode_tokens": rng.randrange(100, 1001)}
+        if r % 2 == 0:
+            request["shared_prefix"] = f"system-{r % 8 // 2}"
+            request["shared_prefix_tokens"] = 256
+        out.append(request)
+    return out
+
+
+def _geometry(name: str, requests: list[dict], max_steps: int = 100_000, **settings) -> dict:
     doc = json.loads((ROOT / "examples" / "geometries" / name).read_text())
     doc.update({"max_num_seqs": 32, "max_num_batched_tokens": 2048, "enable_prefix_caching": True})
     doc.update(settings)
-    doc["simulate"] = {"requests": _requests(n), "max_steps": 100_000}
+    doc["simulate"] = {"requests": requests, "max_steps": max_steps}
     return doc
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _vllm(docs: dict[str, dict], expected: dict[str, dict], rounds: int) -> dict[str, tuple[float, float]] | str:
+    """vLLM's in-process (wall, CPU) seconds per workload, medians over ``rounds`` oracle runs, or
+    why they were not measured."""
+    oracle_python = os.environ.get("KVPROOF_ORACLE_PYTHON") or str(ROOT / ".venv-vllm" / "bin" / "python")
+    oracle = ROOT / "tests" / "conformance" / "oracle_requests.py"
+    if not os.path.exists(oracle_python) or not oracle.exists():
+        return "no .venv-vllm or no oracle_requests.py"
+    (ROOT / "out").mkdir(exist_ok=True)
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in docs}
+    for _ in range(rounds):
+        for name, doc in docs.items():
+            path = ROOT / "out" / f"bench-requests-{name}.json"
+            path.write_text(json.dumps(doc))
+            run = subprocess.run([oracle_python, str(oracle), str(path)], capture_output=True, text=True,
+                                 check=False, env={**os.environ, "KVPROOF_ORACLE_ELAPSED": "1"})
+            if run.returncode != 0:
+                return f"the oracle failed ({run.returncode}): {run.stderr.strip().splitlines()[-1:]}"
+            answer = json.loads(run.stdout)
+            if answer.get("workload") != expected[name]:  # time the same schedule
+                return f"the oracle's {name} differs from kvproof's (run the requests parity suite)"
+            times[name][0].append(answer["workload_elapsed_s"])
+            times[name][1].append(answer["workload_cpu_s"])
+    return {name: (_median(wall), _median(cpu)) for name, (wall, cpu) in times.items()}
+
+
+def _long(decode_runs: bool = True) -> None:
+    from kvproof.sim.scheduler import simulate_workload
+
+    doc = _geometry("plain-32-full-attention.json", _long_requests(), max_steps=LONG_STEPS)
+    geometry = load_geometry(doc)
+    the_plan = plan(geometry)
+    print(f"long workload: {LONG_REQUESTS:,} requests over {LONG_STEPS:,} steps; load average before {load()}")
+    start, start_cpu = time.perf_counter(), time.process_time()
+    result = simulate_workload(the_plan, geometry.simulate, decode_runs=decode_runs)
+    wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    totals = result["totals"]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  {totals['steps']:,} steps, {totals['request_steps']:,} request-steps, {totals['finished']:,} finished, "
+          f"{totals['preemptions']} preemptions" + (" (truncated)" if result["truncated"] else ""))
+    print(f"  simulate_workload: {wall:.1f} s wall, {cpu:.1f} s CPU ({totals['request_steps'] / wall:,.0f} "
+          f"request-steps/s); peak RSS {peak:,.0f} MiB; load average after {load()}; "
+          f"target < 60 s: {'met' if wall < 60 else 'NOT met'}")
 
 
 def main() -> None:
@@ -68,15 +144,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--no-vllm", action="store_true")
+    parser.add_argument("--no-long", action="store_true")
     args = parser.parse_args()
 
     from kvproof.sim.request_trace import simulate_request
-    from kvproof.sim.scheduler import simulate_workload
+    from kvproof.sim.scheduler import simulate_workload, step_by_step
 
+    requests = _requests(args.requests)
     docs = {
-        "workload": _geometry("plain-32-full-attention.json", args.requests),
-        "workload-preempting": _geometry("plain-32-full-attention.json", args.requests, num_gpu_blocks_override=600),
-        "hybrid-workload": _geometry("bamba-like-align.json", args.requests),
+        "workload": _geometry("plain-32-full-attention.json", requests),
+        "workload-preempting": _geometry("plain-32-full-attention.json", requests, num_gpu_blocks_override=600),
+        "hybrid-workload": _geometry("bamba-like-align.json", requests),
     }
     single = json.loads((ROOT / "examples" / "geometries" / "gemma-like-sliding-window.json").read_text())
     single["simulate"] = {"prompt_tokens": 20_000, "chunk_tokens": 512, "decode_tokens": 2_000,
@@ -87,62 +165,58 @@ def main() -> None:
         geometry = load_geometry(copy.deepcopy(doc))
         planned[name] = (plan(geometry), geometry.simulate)
 
+    def step_by_step_run(fn, *fn_args):
+        with step_by_step():
+            return fn(*fn_args)
+
     units: dict[str, tuple[int, str]] = {}
     cases = {}
+    results = {}
     for name in docs:
         the_plan, block = planned[name]
         result = simulate_workload(the_plan, block)
+        assert step_by_step_run(simulate_workload, the_plan, block) == result, f"{name}: decode runs differ"
+        results[name] = result
         totals = result["totals"]
         units[name] = (totals["request_steps"], "request-steps")
         print(f"{name}: {totals['steps']:,} steps, {totals['request_steps']:,} request-steps, "
               f"{totals['preemptions']} preemptions, {totals['finished']} finished"
               + (" (truncated)" if result.get("truncated") else ""))
         cases[name] = (lambda p=the_plan, b=block: simulate_workload(p, b))
+        cases[f"{name} step by step"] = (lambda p=the_plan, b=block: step_by_step_run(simulate_workload, p, b))
     the_plan, block = planned["single-request"]
     trace = simulate_request(the_plan, block)
+    assert step_by_step_run(simulate_request, the_plan, block) == trace, "single request: decode runs differ"
     units["single-request"] = (len(trace["simulation"]), "steps")
     cases["single-request"] = lambda: simulate_request(the_plan, block)
 
     print(machine())
-    samples = interleaved(cases, args.rounds)
+    wall, cpu = interleaved_with_cpu(cases, args.rounds)
     rates = {}
-    for name, values in samples.items():
-        count, unit = units[name]
+    for name, values in wall.items():
+        count, unit = units[name.removesuffix(" step by step")]
         rates[name] = count / (median_ms(values) / 1000)
-        print(f"  {name:<22} {spread(values)}  ->  {rates[name]:,.0f} {unit}/s")
+        print(f"  {name:<34} {spread(values)}  CPU {median_ms(cpu[name]):8.2f} ms  ->  {rates[name]:,.0f} {unit}/s")
+    for name in docs:
+        print(f"  {name}: decode runs / step by step = {rates[name] / rates[name + ' step by step']:.2f} (wall), "
+              f"{_median(cpu[name + ' step by step']) / _median(cpu[name]):.2f} (CPU)")
 
-    oracle_python = os.environ.get("KVPROOF_ORACLE_PYTHON") or str(ROOT / ".venv-vllm" / "bin" / "python")
-    oracle = ROOT / "tests" / "conformance" / "oracle_requests.py"
-    if args.no_vllm or not os.path.exists(oracle_python) or not oracle.exists():
-        print("vLLM: skipped (no .venv-vllm or no oracle_requests.py, or --no-vllm)")
-        return
-    path = ROOT / "out" / "bench-requests-workload.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(docs["workload"]))
-    walls, elapsed = [], []
-    for _ in range(max(1, min(args.rounds, 3))):
-        start = time.perf_counter()
-        run = subprocess.run([oracle_python, str(oracle), str(path)], capture_output=True, text=True, check=False,
-                             env={**os.environ, "KVPROOF_ORACLE_ELAPSED": "1"})
-        walls.append(time.perf_counter() - start)
-        if run.returncode != 0:
-            print(f"vLLM: the oracle failed ({run.returncode}): {run.stderr.strip().splitlines()[-1:]}")
-            return
-        answer = json.loads(run.stdout)
-        if answer.get("workload") != simulate_workload(*planned["workload"]):  # time the same schedule
-            print("vLLM: the oracle's workload differs from kvproof's; not timed (run the requests parity suite)")
-            return
-        if answer.get("workload_elapsed_s") is not None:
-            elapsed.append(answer["workload_elapsed_s"])
-    count = units["workload"][0]
-    if elapsed:
-        vllm_rate = count / (sorted(elapsed)[len(elapsed) // 2])
-        what = "vLLM's Scheduler in process (schedule + update_from_output)"
+    if args.no_vllm:
+        print("vLLM: skipped (--no-vllm)")
     else:
-        vllm_rate = count / (sorted(walls)[len(walls) // 2])
-        what = "the oracle process, vLLM's import included"
-    print(f"  vLLM workload          {vllm_rate:,.0f} request-steps/s ({what}); "
-          f"kvproof / vLLM = {rates['workload'] / vllm_rate:.2f}")
+        measured = _vllm(docs, results, max(1, min(args.rounds, 3)))
+        if isinstance(measured, str):
+            print(f"vLLM: not timed: {measured}")
+        else:
+            for name, (vllm_wall, vllm_cpu) in measured.items():
+                count = units[name][0]
+                print(f"  vLLM {name:<29} {vllm_wall * 1000:8.1f} ms  CPU {vllm_cpu * 1000:8.1f} ms  ->  "
+                      f"{count / vllm_wall:,.0f} request-steps/s;  kvproof / vLLM = "
+                      f"{vllm_wall / _median(wall[name]):.2f} (wall), {vllm_cpu / _median(cpu[name]):.2f} (CPU)")
+        print(f"  (vLLM's Scheduler + KVCacheManager in the requests oracle, in process; load average now {load()})")
+
+    if not args.no_long:
+        _long()
 
 
 if __name__ == "__main__":

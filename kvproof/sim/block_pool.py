@@ -58,6 +58,21 @@ def hash_block_tokens(
     return h.digest()
 
 
+def hash_block_chain(parent_block_hash: BlockHash | None, token_ids: Sequence[int], block_size: int) -> list[BlockHash]:
+    """The chain ``hash_block_tokens(parent, block)`` over the consecutive ``block_size`` blocks of
+    ``token_ids`` (a multiple of ``block_size`` long), without extra keys: the same hashes, with one
+    conversion of the token ids instead of one per block."""
+    data = array("q", token_ids).tobytes()
+    width = 8 * block_size
+    sha256 = hashlib.sha256
+    parent = parent_block_hash or NONE_HASH
+    out: list[BlockHash] = []
+    for offset in range(0, len(data), width):
+        parent = sha256(parent + b"|" + data[offset:offset + width]).digest()
+        out.append(parent)
+    return out
+
+
 def make_block_hash_with_group_id(block_hash: BlockHash, group_id: int) -> BlockHashWithGroupId:
     """``make_block_hash_with_group_id`` (``kv_cache_utils.py:60-70``)."""
     return (block_hash, group_id)
@@ -198,11 +213,20 @@ class FreeKVCacheBlockQueue:
             return node
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        """``popleft_n`` (347-389)."""
+        """``popleft_n`` (347-389); a stretch of never-allocated ids is materialized at once."""
         if n == 0:
             return []
         assert self.num_free_blocks >= n
-        return [self.popleft() for _ in range(n)]
+        out: list[KVCacheBlock] = []
+        pool = self._pool
+        while len(out) < n:
+            if self.fake_free_list_head.next_free_block is self._fresh and pool.next_fresh_id < pool.num_gpu_blocks:
+                fresh = pool._materialize_fresh_n(min(n - len(out), pool.num_gpu_blocks - pool.next_fresh_id))
+                self.num_free_blocks -= len(fresh)
+                out.extend(fresh)
+            else:
+                out.append(self.popleft())
+        return out
 
     def remove(self, block: KVCacheBlock) -> None:
         """``remove`` (391-412)."""
@@ -262,6 +286,10 @@ class BlockHashToBlockMap:
 
     def __init__(self) -> None:
         self._cache: dict[BlockHashWithGroupId, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+        #: kvproof (decode runs): block hashes whose keys are watched, and how often a watched key
+        #: was inserted or popped since (a waiting request's prefix hit can only change then).
+        self.watched: set[BlockHash] | None = None
+        self.watched_changes = 0
 
     def get_one_block(self, key: BlockHashWithGroupId) -> KVCacheBlock | None:
         blocks = self._cache.get(key)
@@ -280,6 +308,8 @@ class BlockHashToBlockMap:
         return block_id in blocks
 
     def insert(self, key: BlockHashWithGroupId, block: KVCacheBlock) -> None:
+        if self.watched is not None and key[0] in self.watched:
+            self.watched_changes += 1
         blocks = self._cache.get(key)
         if blocks is None:
             self._cache[key] = block
@@ -292,6 +322,8 @@ class BlockHashToBlockMap:
         blocks = self._cache.pop(key, None)
         if blocks is None:
             return None
+        if self.watched is not None and key[0] in self.watched:
+            self.watched_changes += 1
         if isinstance(blocks, KVCacheBlock):
             if blocks.block_id == block_id:
                 return blocks
@@ -381,7 +413,7 @@ class BlockPool:
         self.hash_block_size = hash_block_size
         self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
         # Materialized blocks by id (vLLM: ``self.blocks``, a list of all of them).
-        self._blocks: dict[int, KVCacheBlock] = {}
+        self._blocks: list[KVCacheBlock] = []  # by id: ids are handed out fresh in order
         self.next_fresh_id = 0
         self.free_block_queue = FreeKVCacheBlockQueue(self)
         self.cached_block_hash_to_block = BlockHashToBlockMap()
@@ -394,9 +426,15 @@ class BlockPool:
 
     def _materialize_fresh(self) -> KVCacheBlock:
         block = KVCacheBlock(self.next_fresh_id)
-        self._blocks[self.next_fresh_id] = block
+        self._blocks.append(block)
         self.next_fresh_id += 1
         return block
+
+    def _materialize_fresh_n(self, n: int) -> list[KVCacheBlock]:
+        blocks = [KVCacheBlock(block_id) for block_id in range(self.next_fresh_id, self.next_fresh_id + n)]
+        self._blocks.extend(blocks)
+        self.next_fresh_id += n
+        return blocks
 
     def get_block(self, block_id: int) -> KVCacheBlock:
         """``self.blocks[block_id]`` for an id the pool has handed out."""
@@ -422,16 +460,26 @@ class BlockPool:
         new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
         assert block_mask is None or len(block_mask) == len(new_full_blocks)
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        hash_map = self.cached_block_hash_to_block
+        cache = hash_map._cache
         for i, blk in enumerate(new_full_blocks):
             if blk.is_null or (block_mask is not None and not block_mask[i]):
                 continue
             block_hash = block_hashes[num_cached_blocks + i]
             num_hash_tokens = (num_cached_blocks + i + 1) * block_size
-            key = make_block_hash_with_group_id(block_hash, kv_cache_group_id)
-            if blk.block_hash is not None:
+            key = (block_hash, kv_cache_group_id)  # make_block_hash_with_group_id
+            if blk._block_hash is not None:
                 # Partial -> full promotion of the same block (292-301).
                 assert blk.block_hash_num_tokens is not None and blk.block_hash_num_tokens < num_hash_tokens
                 self._remove_cached_block_hashes(blk)
+            elif key not in cache:
+                # _insert_block_hash of an unhashed block under a new key: it becomes the primary hash
+                blk._block_hash = key
+                blk._block_hash_num_tokens = num_hash_tokens
+                cache[key] = blk
+                if hash_map.watched is not None and block_hash in hash_map.watched:
+                    hash_map.watched_changes += 1
+                continue
             self._insert_block_hash(key, blk, num_tokens=num_hash_tokens)
 
     def cache_partial_block(self, request, block: KVCacheBlock, num_tokens: int, kv_cache_group_id: int,
@@ -443,8 +491,7 @@ class BlockPool:
         assert num_tokens % self.hash_block_size == 0
         num_hash_blocks = num_tokens // self.hash_block_size
         assert 0 < num_hash_blocks <= len(request.block_hashes)
-        block_hash = request.block_hashes[num_hash_blocks - 1]
-        key = make_block_hash_with_group_id(block_hash, kv_cache_group_id)
+        key = self._partial_key(request, num_hash_blocks, kv_cache_group_id)
         already_cached = block.block_hash == key or self.cached_block_hash_to_block.contain(key, block.block_id)
         if replace_existing_hashes or (
             not already_cached
@@ -455,6 +502,20 @@ class BlockPool:
             self._remove_cached_block_hashes(block)
         self._insert_block_hash(key, block, num_tokens=num_hash_blocks * self.hash_block_size)
         return key
+
+    @staticmethod
+    def _partial_key(request, num_hash_blocks: int, kv_cache_group_id: int) -> BlockHashWithGroupId:
+        return make_block_hash_with_group_id(request.block_hashes[num_hash_blocks - 1], kv_cache_group_id)
+
+    def is_partial_block_cached(self, request, block: KVCacheBlock, num_tokens: int, kv_cache_group_id: int) -> bool:
+        """kvproof: whether ``cache_partial_block(request, block, num_tokens, group)`` (without
+        ``replace_existing_hashes``) would leave the pool as it is: a null block, or one already
+        keyed at that boundary (its ``already_cached``, 539-543, then ``_insert_block_hash``'s early
+        returns)."""
+        if block.is_null:
+            return True
+        key = self._partial_key(request, num_tokens // self.hash_block_size, kv_cache_group_id)
+        return block.block_hash == key or self.cached_block_hash_to_block.contain(key, block.block_id)
 
     def _remove_cached_block_hashes(self, block: KVCacheBlock) -> list[BlockHashWithGroupId]:
         """``_remove_cached_block_hashes`` (630-649)."""
@@ -495,11 +556,13 @@ class BlockPool:
         if num_blocks > self.get_num_free_blocks():
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         ret = self.free_block_queue.popleft_n(num_blocks)
+        by_block = self.cached_block_hashes_by_block
         for block in ret:
-            if self.enable_caching:
+            # _maybe_evict_cached_block of a block without hashes does nothing: skipped
+            if self.enable_caching and (block._block_hash is not None or block.block_id in by_block):
                 self._maybe_evict_cached_block(block)
             assert block.ref_cnt == 0
-            block.ref_cnt += 1
+            block.ref_cnt = 1
         return ret
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
@@ -542,7 +605,7 @@ class BlockPool:
             return False
         self.cached_block_hash_to_block = BlockHashToBlockMap()
         self.cached_block_hashes_by_block.clear()
-        for block in self._blocks.values():
+        for block in self._blocks:
             block.reset_hash()
         return True
 

@@ -31,6 +31,7 @@ DCP-sharded specs, the hybrid coordinator's DCP asserts); PCP is always 1 in the
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -188,6 +189,17 @@ def _validate_prefix_cache_retention_interval(retention_interval, scheduler_bloc
         )
 
 
+def _may_skip_blocks(manager: SingleTypeKVCacheManager) -> bool:
+    """Whether ``manager.remove_skipped_blocks`` can do anything: not for a manager whose class keeps
+    the base ``remove_skipped_blocks`` and ``get_num_skipped_tokens`` (no token is ever skipped)."""
+    cls = type(manager)
+    return not (
+        cls.remove_skipped_blocks is SingleTypeKVCacheManager.remove_skipped_blocks
+        and cls.get_num_skipped_tokens is SingleTypeKVCacheManager.get_num_skipped_tokens
+    )
+
+
+@functools.lru_cache(maxsize=4096)
 def replay_boundaries(num_prompt_tokens: int, scheduler_block_size: int, use_eagle: bool) -> tuple[int, ...]:
     """``replay_boundaries`` (65-85): where a later request replaying the prompt can resume."""
     if not use_eagle:
@@ -263,6 +275,9 @@ class KVCacheCoordinator:
                 if _is_mamba_manager(manager):
                     manager.drop_eagle_checkpoint_block = True
         self.group_block_sizes = tuple(manager.block_size for manager in self.single_type_managers)
+        self._cross_attention = tuple(isinstance(m, CrossAttentionManager) for m in self.single_type_managers)
+        # remove_skipped_blocks of a manager that never skips a token is a no-op (690-720): not called
+        self._skipping_managers = tuple(m for m in self.single_type_managers if _may_skip_blocks(m))
         self.retention_interval = kv_cache_config.prefix_cache_retention_interval
         _validate_prefix_cache_retention_interval(self.retention_interval, self.scheduler_block_size, kv_cache_config)
 
@@ -283,21 +298,14 @@ class KVCacheCoordinator:
         if self.retention_interval != 0:
             prefill_end = 0
         for i, manager in enumerate(self.single_type_managers):
-            if isinstance(manager, CrossAttentionManager):
+            if self._cross_attention[i]:
                 num_blocks_to_allocate += manager.get_num_blocks_to_allocate(
-                    request_id, num_encoder_tokens, [], 0, 0, num_encoder_tokens,
-                    apply_admission_cap=apply_admission_cap,
+                    request_id, num_encoder_tokens, [], 0, 0, num_encoder_tokens, apply_admission_cap
                 )
             else:
                 num_blocks_to_allocate += manager.get_num_blocks_to_allocate(
-                    request_id,
-                    num_tokens,
-                    new_computed_blocks[i],
-                    total_computed_tokens,
-                    num_local_computed_tokens,
-                    num_tokens_main_model,
-                    apply_admission_cap=apply_admission_cap,
-                    prefill_end=prefill_end,
+                    request_id, num_tokens, new_computed_blocks[i], total_computed_tokens,
+                    num_local_computed_tokens, num_tokens_main_model, apply_admission_cap, prefill_end,
                 )
         return num_blocks_to_allocate
 
@@ -327,14 +335,10 @@ class KVCacheCoordinator:
     def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int,
                             num_encoder_tokens: int = 0) -> tuple[list[KVCacheBlock], ...]:
         """312-342."""
-        return tuple(
-            manager.allocate_new_blocks(
-                request_id,
-                num_encoder_tokens if isinstance(manager, CrossAttentionManager) else num_tokens,
-                num_tokens_main_model,
-            )
-            for manager in self.single_type_managers
-        )
+        return tuple([
+            manager.allocate_new_blocks(request_id, num_encoder_tokens if cross else num_tokens, num_tokens_main_model)
+            for manager, cross in zip(self.single_type_managers, self._cross_attention)
+        ])
 
     def get_num_cacheable_tokens(self, num_computed_tokens: int, kv_cache_group_id: int) -> int:
         """344-350: the last ``num_reprefillable_tokens`` stay uncached (multi-module MTP)."""
@@ -342,21 +346,60 @@ class KVCacheCoordinator:
 
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
         """352-375."""
-        boundaries = replay_boundaries(
-            request.num_prompt_tokens, self.scheduler_block_size, use_eagle=bool(self.drop_eagle_group_ids)
-        )
+        boundaries = replay_boundaries(request.num_prompt_tokens, self.scheduler_block_size,
+                                       bool(self.drop_eagle_group_ids))  # use_eagle
+        retention_interval = self.retention_interval
         for group_id, manager in enumerate(self.single_type_managers):
             if not manager.enable_caching:
                 continue
-            manager.cache_blocks(
-                request,
-                self.get_num_cacheable_tokens(num_computed_tokens, group_id),
-                retention_interval=self.retention_interval,
-                replay_boundaries=boundaries,
-            )
+            manager.cache_blocks(request, self.get_num_cacheable_tokens(num_computed_tokens, group_id),
+                                 retention_interval, replay_boundaries=boundaries)
 
     def reset_prefix_cache(self) -> bool:
         return self.block_pool.reset_prefix_cache()
+
+    # -- kvproof: decode runs (docs/requests.md, "Decode runs") ----------------------------------
+
+    def min_tokens_cacheable(self, num_tokens: int, kv_cache_group_id: int) -> int:
+        """The least ``m`` with ``get_num_cacheable_tokens(m, group) >= num_tokens`` (> 0): the
+        closed-form inverse of :meth:`get_num_cacheable_tokens`."""
+        return num_tokens + self.num_reprefillable_tokens
+
+    @property
+    def supports_decode_runs(self) -> bool:
+        return all(manager.supports_decode_runs for manager in self.single_type_managers)
+
+    def decode_cacheable_tokens(self, num_computed_tokens: int, kv_cache_group_id: int) -> int:
+        """What a one-token decode step at computed count ``c`` passes to the group's ``cache_blocks``:
+        ``allocate_slots`` caches ``min(c + 1, num_tokens) = c + 1`` tokens (``kv_cache_manager.py:621-625``)."""
+        return self.get_num_cacheable_tokens(num_computed_tokens + 1, kv_cache_group_id)
+
+    def first_decode_step_cacheable(self, num_tokens: int, kv_cache_group_id: int) -> int:
+        """The least computed count whose decode step passes at least ``num_tokens`` to ``cache_blocks``."""
+        return self.min_tokens_cacheable(num_tokens, kv_cache_group_id) - 1
+
+    def first_decode_step_caching(self, num_tokens: int, kv_cache_group_id: int, after_sampling: bool = False) -> int:
+        """The least computed count whose decode step can cache a block ending at ``num_tokens`` (a
+        multiple of the hash block size): it must be cacheable and hashed. The request's hasher has
+        hashed ``(num_tokens_of_request - L) // hash_block_size`` blocks (``request.py``,
+        ``kv_cache_utils.py:953-1036``, L the hash lookahead), and a decode at ``c`` holds ``c + 1``
+        tokens, ``c + 2`` once its sampled token is appended (``after_sampling``)."""
+        hashed_from = num_tokens + self.block_pool.num_hash_lookahead_tokens - (2 if after_sampling else 1)
+        return max(self.first_decode_step_cacheable(num_tokens, kv_cache_group_id), hashed_from)
+
+    def decode_quiet_steps(self, request: Request, num_computed_tokens: int, lookahead_tokens: int = 0,
+                           after_sampling: bool = False) -> int:
+        """How many one-token decode steps from ``num_computed_tokens`` leave every group as it is
+        (the least over the groups of ``SingleTypeKVCacheManager.decode_quiet_steps``; ``cache_blocks``
+        skips the groups without caching, 352-375)."""
+        quiet = 1 << 62
+        for manager in self.single_type_managers:
+            quiet = min(quiet, manager.decode_quiet_steps(
+                request, num_computed_tokens, self if manager.enable_caching else None, lookahead_tokens,
+                after_sampling))
+            if not quiet:
+                break
+        return quiet
 
     def free(self, request_id: str) -> None:
         """399-407."""
@@ -373,7 +416,7 @@ class KVCacheCoordinator:
     def remove_skipped_blocks(self, request_id: str, processed_computed_tokens: int,
                               num_prompt_tokens: int | None = None) -> None:
         """428-446."""
-        for manager in self.single_type_managers:
+        for manager in self._skipping_managers:
             manager.remove_skipped_blocks(request_id, processed_computed_tokens, num_prompt_tokens)
 
     def get_blocks(self, request_id: str) -> tuple[list[KVCacheBlock], ...]:
@@ -547,6 +590,17 @@ class HybridKVCacheCoordinator(KVCacheCoordinator):
         if self.enable_partial_hash_hits:
             return num_tokens
         return round_down(num_tokens, self.scheduler_block_size)
+
+    def min_tokens_cacheable(self, num_tokens: int, kv_cache_group_id: int) -> int:
+        """kvproof (decode runs): the inverse of :meth:`get_num_cacheable_tokens` for a group without
+        EAGLE (``supports_decode_runs`` excludes those)."""
+        if self.enable_partial_hash_hits:
+            return num_tokens
+        return cdiv(num_tokens, self.scheduler_block_size) * self.scheduler_block_size
+
+    @property
+    def supports_decode_runs(self) -> bool:
+        return super().supports_decode_runs and not any(m.use_eagle for m in self.single_type_managers)
 
     def get_num_cacheable_tokens(self, num_computed_tokens: int, kv_cache_group_id: int) -> int:
         """789-804: hybrid caches only up to the hit alignment (+ one block for EAGLE groups)."""
@@ -730,6 +784,9 @@ def scheduler_num_lookahead_tokens(settings: Any) -> int:
     if method in ("eagle", "eagle3", "mtp", "dspark", "draft_model"):
         return k
     return 0
+
+
+_WAITING_STATUSES = frozenset((RequestStatus.WAITING, RequestStatus.PREEMPTED))
 
 
 class KVCacheManager:
@@ -944,7 +1001,7 @@ class KVCacheManager:
         total_computed_tokens = min(num_local_computed_tokens + num_external_computed_tokens, self.max_model_len)
 
         watermark_blocks = 0
-        if has_scheduled_reqs and request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+        if has_scheduled_reqs and request.status in _WAITING_STATUSES:
             watermark_blocks = self.watermark_blocks
 
         prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
@@ -976,14 +1033,15 @@ class KVCacheManager:
         )
 
         num_blocks_to_allocate = self.coordinator.get_num_blocks_to_allocate(
-            request_id=request.request_id,
-            num_tokens=num_tokens_need_slot,
-            new_computed_blocks=new_computed_block_list,
-            num_encoder_tokens=num_encoder_tokens,
-            total_computed_tokens=num_local_computed_tokens + num_external_computed_tokens,
-            num_local_computed_tokens=num_local_computed_tokens,
-            num_tokens_main_model=num_tokens_main_model,
-            prefill_end=prefill_end,
+            request.request_id,  # request_id
+            num_tokens_need_slot,  # num_tokens
+            new_computed_block_list,  # new_computed_blocks
+            num_encoder_tokens,  # num_encoder_tokens
+            num_local_computed_tokens + num_external_computed_tokens,  # total_computed_tokens
+            num_local_computed_tokens,  # num_local_computed_tokens
+            num_tokens_main_model,  # num_tokens_main_model
+            False,  # apply_admission_cap
+            prefill_end,  # prefill_end
         )
         available_blocks = self.block_pool.get_num_free_blocks() - reserved_blocks
         if num_blocks_to_allocate + watermark_blocks > available_blocks:
@@ -1065,3 +1123,22 @@ class KVCacheManager:
     def new_step_starts(self) -> None:
         """928-931."""
         self.coordinator.new_step_starts()
+
+    # -- kvproof: decode runs (docs/requests.md, "Decode runs") ----------------------------------
+
+    @property
+    def supports_decode_runs(self) -> bool:
+        return self.coordinator.supports_decode_runs
+
+    @property
+    def decode_step_max_blocks(self) -> int:
+        """At most this many blocks leave the pool in one request's one-token decode step."""
+        return sum(manager.decode_step_max_blocks for manager in self.coordinator.single_type_managers)
+
+    def decode_quiet_steps(self, request: Request, num_computed_tokens: int, lookahead_tokens: int = 0,
+                           after_sampling: bool = False) -> int:
+        """How many one-token decode steps of a running ``request`` from ``num_computed_tokens`` on
+        are no-ops of ``allocate_slots(request, 1, num_lookahead_tokens=lookahead_tokens)`` (and, with
+        ``after_sampling``, of the scheduler's ``cache_blocks`` after the sampled token): no block
+        allocated, freed or cached, no manager state changed (``KVCacheCoordinator.decode_quiet_steps``)."""
+        return self.coordinator.decode_quiet_steps(request, num_computed_tokens, lookahead_tokens, after_sampling)

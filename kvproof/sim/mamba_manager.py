@@ -584,6 +584,30 @@ class MambaManager(SingleTypeKVCacheManager):
                 block_size=self.block_size,
                 replace_existing_hashes=True,
             )
+        target = self._prompt_tail_target(request, num_tokens)
+        if target is None:
+            return None
+        block_idx, source_block = target
+        partial_hash = self.block_pool.cache_partial_block(
+            request=request,
+            block=source_block,
+            num_tokens=num_tokens,
+            kv_cache_group_id=self.kv_cache_group_id,
+            block_size=self.block_size,
+        )
+        if partial_hash is not None and num_tokens % self.block_size:
+            # The next step's forward overwrites source_block: the upcoming CoW keeps the state.
+            self._partial_hit_reqs[request.request_id] = (block_idx, source_block)
+            self.num_cached_block[request.request_id] = block_idx
+            self._producer_partial_tail_reqs[request.request_id] = (source_block, num_tokens)
+        return partial_hash
+
+
+    def _prompt_tail_target(self, request, num_tokens: int) -> tuple[int, KVCacheBlock] | None:
+        """The state block ``_cache_partial_tail_block`` keys at the prompt's last hash-unit boundary
+        (or a shared-prefix junction) for ``num_tokens``, with its column (2080-2118), or None where
+        it returns early."""
+        hash_block_size = self.block_pool.hash_block_size
         if num_tokens <= 0 or num_tokens % hash_block_size != 0:
             return None
         latest_prompt_hash_boundary = get_mamba_prefill_checkpoint_position(
@@ -610,20 +634,66 @@ class MambaManager(SingleTypeKVCacheManager):
         # Already keyed here by a hit or an earlier step.
         if source_block.block_hash_num_tokens == num_tokens:
             return None
+        return block_idx, source_block
 
-        partial_hash = self.block_pool.cache_partial_block(
-            request=request,
-            block=source_block,
-            num_tokens=num_tokens,
-            kv_cache_group_id=self.kv_cache_group_id,
-            block_size=self.block_size,
-        )
-        if partial_hash is not None and num_tokens % self.block_size:
-            # The next step's forward overwrites source_block: the upcoming CoW keeps the state.
-            self._partial_hit_reqs[request.request_id] = (block_idx, source_block)
-            self.num_cached_block[request.request_id] = block_idx
-            self._producer_partial_tail_reqs[request.request_id] = (source_block, num_tokens)
-        return partial_hash
+    # -- kvproof: decode runs (docs/requests.md, "Decode runs") ----------------------------------
+
+    supports_decode_runs: ClassVar[bool] = True
+
+    @property
+    def decode_step_max_blocks(self) -> int:  # the align cap 1 + partial + checkpoint (+ k), 1786-1790
+        return 3 + self.num_speculative_blocks
+
+    def _decode_extra_blocks(self) -> int:
+        return self.num_speculative_blocks  # 1716-1719, 1740-1742, 1801-1806: k speculative blocks
+
+    def min_computed_skipping(self, num_skipped_tokens: int) -> int | None:
+        return num_skipped_tokens + 1  # get_num_skipped_tokens(c) = c - 1
+
+    def decode_quiet_steps(self, request, num_computed_tokens: int, coordinator, lookahead_tokens: int = 0,
+                           after_sampling: bool = False) -> int:
+        """kvproof (decode runs), :meth:`SingleTypeKVCacheManager.decode_quiet_steps` for Mamba. The
+        none mode is the base accounting with ``k`` speculative blocks and no caching. In align mode a
+        decode step at computed count ``c`` (no checkpoint: a one-token query never holds one,
+        ``is_mamba_prefill_checkpoint_valid``) changes the group only when: the row needs a block
+        (``cdiv(c + 1, bs) + k > len(row)``, 1740-1742); the base removal reaches a block past the
+        retired prefix (``(c - 1) // bs > retired``, 1608-1627); the state of two steps ago leaves
+        column ``cdiv(c, bs) - 1`` (1645-1657); a new full block is cacheable; or the prompt-tail
+        keying acts (2080-2135), which only a change of the cacheable tokens can bring. A pending
+        checkpoint or partial hit, a request not yet allocated, and the shared-prefix junction
+        (which reads the computed tokens) end the run at once."""
+        if self.mamba_cache_mode != "align":
+            return super().decode_quiet_steps(request, num_computed_tokens, coordinator, lookahead_tokens,
+                                              after_sampling)
+        request_id = request.request_id
+        blocks = self.req_to_blocks.get(request_id)
+        if (
+            not blocks
+            or request_id in self._partial_hit_reqs
+            or request_id in self._checkpoints
+            or request_id not in self._allocated_block_reqs
+            or self.shared_prefix_checkpoint
+        ):
+            return 0
+        c = num_computed_tokens
+        bs = self.block_size
+        end = (len(blocks) - self.num_speculative_blocks) * bs  # lookahead tokens get no Mamba blocks (1731-1736)
+        retired = self._num_retired_blocks.get(request_id, 0)
+        if len(blocks) > retired:
+            end = min(end, (retired + 1) * bs + 1)
+        last_state_block_idx = self.last_state_block_idx.get(request_id)
+        if last_state_block_idx is not None and not blocks[last_state_block_idx].is_null:
+            end = min(end, (last_state_block_idx + 1) * bs + 1)
+        if coordinator is not None:
+            gid = self.kv_cache_group_id
+            if self._prefix_cacheable:
+                end = min(end, coordinator.first_decode_step_caching(
+                    (self.num_cached_block.get(request_id, 0) + 1) * bs, gid, after_sampling))
+            cacheable = coordinator.decode_cacheable_tokens(c, gid)
+            if self._prompt_tail_target(request, cacheable) is not None:
+                return 0
+            end = min(end, coordinator.first_decode_step_cacheable(cacheable + 1, gid))
+        return max(end - c, 0)
 
 
 def _shared_prefix_boundary(request) -> int:

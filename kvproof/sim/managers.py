@@ -41,6 +41,7 @@ from .block_pool import (
     BlockHashListWithBlockSize,
     BlockPool,
     KVCacheBlock,
+    null_head_len,
     resolve_block_hashes,
     trim_null_head,
 )
@@ -94,6 +95,7 @@ class SingleTypeKVCacheManager:
         self.pcp_world_size = pcp_world_size if kv_cache_spec.dcp_sharded else 1
         self.block_size = kv_cache_spec.block_size * self.dcp_world_size
         self.kv_cache_spec = kv_cache_spec
+        self._prefix_cacheable = kv_cache_spec.prefix_cacheable  # a property of the spec: read once
         self.block_pool = block_pool
         self.enable_caching = enable_caching
         self.max_admission_blocks_per_request = max_admission_blocks_per_request
@@ -269,7 +271,7 @@ class SingleTypeKVCacheManager:
         replay_boundaries: Sequence[int] = (),
     ) -> None:
         """``cache_blocks`` (477-542): hash the request's full blocks up to ``num_tokens``."""
-        if not self.kv_cache_spec.prefix_cacheable:
+        if not self._prefix_cacheable:
             return
         num_cached_blocks = self.num_cached_block.get(request.request_id, 0)
         num_hashed_tokens = len(request.block_hashes) * self.block_pool.hash_block_size
@@ -381,7 +383,68 @@ class SingleTypeKVCacheManager:
         """``get_num_skipped_tokens`` (722-733): no token is skipped by default."""
         return 0
 
+    def min_computed_skipping(self, num_skipped_tokens: int) -> int | None:
+        """kvproof: the least ``c`` with ``get_num_skipped_tokens(c) >= num_skipped_tokens`` (> 0), the
+        closed-form inverse of :meth:`get_num_skipped_tokens` (None: no count reaches it)."""
+        return None
+
     def new_step_starts(self) -> None:
+        return None
+
+    # -- kvproof: decode runs (docs/requests.md, "Decode runs") ----------------------------------
+
+    #: Whether :meth:`decode_quiet_steps` models this manager; one that does not keeps every step real.
+    supports_decode_runs: ClassVar[bool] = False
+    #: Upper bound on the blocks one one-token decode step can take from the pool in this group.
+    decode_step_max_blocks: ClassVar[int] = 1
+
+    def _decode_extra_blocks(self) -> int:
+        """Blocks a decode row holds beyond ``cdiv(computed + 1, block_size)`` (Mamba's speculative ones)."""
+        return 0
+
+    def decode_quiet_steps(self, request, num_computed_tokens: int, coordinator, lookahead_tokens: int = 0,
+                           after_sampling: bool = False) -> int:
+        """kvproof: how many consecutive one-token decode steps, the first at computed count
+        ``c = num_computed_tokens``, leave this group exactly as they find it (0: the next one may not).
+
+        A running decode's ``allocate_slots(request, 1, num_lookahead_tokens=L)``
+        (``kv_cache_manager.py:548-627``) calls, per group, ``remove_skipped_blocks(c)``,
+        ``get_num_blocks_to_allocate`` (pure for a running request, 170-266),
+        ``allocate_new_blocks(c + 1 + L)`` (370-410) and, through the coordinator,
+        ``cache_blocks(get_num_cacheable_tokens(c + 1))`` (477-542); with ``after_sampling`` the
+        scheduler caches again once the sampled token is appended (speculative decoding,
+        ``scheduler.py:2402-2415``). Each is a no-op while ``cdiv(c + 1 + L, block_size)`` fits the
+        row, ``get_num_skipped_tokens(c) // block_size`` does not pass the row's leading nulls (the
+        removal walks back from there and stops at the first null, 662-720), and the cacheable and
+        hashed tokens stay below the next full block (``num_cached_block + 1``); the step at which
+        one of these first fails is an event and runs for real. ``coordinator``: the one calling
+        ``cache_blocks`` for this group, or None when it skips the group (caching off). Conservative:
+        an event may turn out to be a no-op, never the reverse (``tests/sim/test_decode_runs.py``)."""
+        if not self.supports_decode_runs:
+            return 0
+        request_id = request.request_id
+        blocks = self.req_to_blocks.get(request_id)
+        if not blocks or request_id in self._partial_hit_reqs:  # the next allocation copies the hit tail
+            return 0
+        c = num_computed_tokens
+        bs = self.block_size
+        # first c with cdiv(c + 1 + L, bs) > the row (the max_model_len cap only lowers the need)
+        end = (len(blocks) - self._decode_extra_blocks()) * bs - lookahead_tokens
+        first_skipping = self.min_computed_skipping((null_head_len(blocks) + 1) * bs)
+        if first_skipping is not None:
+            end = min(end, first_skipping)
+        if coordinator is not None and self._prefix_cacheable:
+            end = min(end, coordinator.first_decode_step_caching(
+                (self.num_cached_block.get(request_id, 0) + 1) * bs, self.kv_cache_group_id, after_sampling
+            ))
+            first_tail = self._decode_tail_event(request, c, coordinator)
+            if first_tail is not None:
+                end = min(end, first_tail)
+        return max(end - c, 0)
+
+    def _decode_tail_event(self, request, num_computed_tokens: int, coordinator) -> int | None:
+        """The first computed count at which this group's partial-tail caching may act in a decode
+        step (None: never while the row keeps its length); none by default."""
         return None
 
 
@@ -390,6 +453,7 @@ class FullAttentionManager(SingleTypeKVCacheManager):
     groups."""
 
     supports_fine_grained_hash_lookup: ClassVar[bool] = True
+    supports_decode_runs: ClassVar[bool] = True
 
     @classmethod
     def find_longest_cache_hit(
@@ -465,29 +529,67 @@ class FullAttentionManager(SingleTypeKVCacheManager):
 
     def _cache_partial_tail_block(self, request, num_tokens: int) -> None:
         """``_cache_partial_tail_block`` (859-897)."""
-        hash_block_size = self.block_pool.hash_block_size
-        token_limit = request.num_prompt_tokens if self.use_eagle else request.num_prompt_tokens - 1
-        boundary_tokens = min(token_limit // hash_block_size, len(request.block_hashes)) * hash_block_size
-        if boundary_tokens == 0 or boundary_tokens > num_tokens:
+        target = self._partial_tail_target(request, num_tokens)
+        if target is None:
             return
-        if boundary_tokens % self.block_size == 0:
-            return
-        blocks = self.req_to_blocks[request.request_id]
-        block_idx = boundary_tokens // self.block_size
-        if block_idx >= len(blocks):
-            return
+        block, boundary_tokens = target
         self.block_pool.cache_partial_block(
             request=request,
-            block=blocks[block_idx],
+            block=block,
             num_tokens=boundary_tokens,
             kv_cache_group_id=self.kv_cache_group_id,
             block_size=self.block_size,
         )
 
+    def _partial_tail_boundary(self, request) -> int:
+        """The prompt's last hash-unit boundary that ``_cache_partial_tail_block`` keys (863-866)."""
+        hash_block_size = self.block_pool.hash_block_size
+        token_limit = request.num_prompt_tokens if self.use_eagle else request.num_prompt_tokens - 1
+        return min(token_limit // hash_block_size, len(request.block_hashes)) * hash_block_size
+
+    def _partial_tail_target(self, request, num_tokens: int) -> tuple[KVCacheBlock, int] | None:
+        """The block and boundary ``_cache_partial_tail_block`` caches for ``num_tokens`` (867-891), or
+        None where it returns early."""
+        boundary_tokens = self._partial_tail_boundary(request)
+        if boundary_tokens == 0 or boundary_tokens > num_tokens:
+            return None
+        if boundary_tokens % self.block_size == 0:
+            return None
+        blocks = self.req_to_blocks[request.request_id]
+        block_idx = boundary_tokens // self.block_size
+        if block_idx >= len(blocks):
+            return None
+        return blocks[block_idx], boundary_tokens
+
+    def _decode_tail_event(self, request, num_computed_tokens: int, coordinator) -> int | None:
+        """kvproof (decode runs): the partial tail is keyed once (``cache_partial_block`` of a block
+        already keyed there is a no-op, ``block_pool.py:486-603``); before the cacheable tokens reach
+        the boundary it returns early."""
+        if self.block_size == self.block_pool.hash_block_size:
+            return None  # 849-850: no partial tail
+        hash_block_size = self.block_pool.hash_block_size
+        token_limit = request.num_prompt_tokens if self.use_eagle else request.num_prompt_tokens - 1
+        if len(request.block_hashes) < token_limit // hash_block_size:
+            return num_computed_tokens  # the boundary still moves with the hashes
+        boundary_tokens = self._partial_tail_boundary(request)
+        gid = self.kv_cache_group_id
+        cacheable = coordinator.decode_cacheable_tokens(num_computed_tokens, gid)
+        target = self._partial_tail_target(request, cacheable)
+        if target is None:
+            if boundary_tokens == 0 or boundary_tokens % self.block_size == 0 or cacheable >= boundary_tokens:
+                return None  # never, or only once the row grows (an allocation, itself an event)
+            return coordinator.first_decode_step_cacheable(boundary_tokens, gid)
+        block, boundary_tokens = target
+        if self.block_pool.is_partial_block_cached(request, block, boundary_tokens, gid):
+            return None
+        return num_computed_tokens
+
 
 class RSWAManager(FullAttentionManager):
     """``RSWAManager`` (900-943): full attention that, given the prompt length, frees the gap blocks
     between the prompt and the decode window."""
+
+    supports_decode_runs: ClassVar[bool] = False  # kvproof: its gap removal is not modelled there
 
     def __init__(self, kv_cache_spec: RSWASpec, **kwargs) -> None:
         super().__init__(kv_cache_spec, **kwargs)
@@ -507,6 +609,8 @@ class RSWAManager(FullAttentionManager):
 
 class SlidingWindowManager(SingleTypeKVCacheManager):
     """``SlidingWindowManager`` (946-1183)."""
+
+    supports_decode_runs: ClassVar[bool] = True
 
     def __init__(self, kv_cache_spec: SlidingWindowSpec, **kwargs) -> None:
         super().__init__(kv_cache_spec, **kwargs)
@@ -644,11 +748,20 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
         """1148-1183: tokens before the window (and the extra retained tail)."""
         return max(0, num_computed_tokens - self.sliding_window + 1 - self.extra_retained_tokens)
 
+    def min_computed_skipping(self, num_skipped_tokens: int) -> int | None:
+        return num_skipped_tokens + self.sliding_window - 1 + self.extra_retained_tokens
+
 
 class CircularBufferManager(FullAttentionManager):
     """``CircularBufferManager`` (1186-1273): one ring block per request, no caching, no hits."""
 
     supports_fine_grained_hash_lookup: ClassVar[bool] = False
+
+    def decode_quiet_steps(self, request, num_computed_tokens: int, coordinator, lookahead_tokens: int = 0,
+                           after_sampling: bool = False) -> int:
+        """kvproof (decode runs): once the request holds its ring block, a decode step claims nothing,
+        removes nothing and caches nothing (1186-1273)."""
+        return 1 << 62 if self.req_to_blocks.get(request.request_id) else 0
 
     def _claim_ring_block(self, request_id: str, record_for_zeroing: bool = True) -> list[KVCacheBlock]:
         req_blocks = self.req_to_blocks[request_id]
@@ -695,6 +808,8 @@ class CircularBufferManager(FullAttentionManager):
 
 class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
     """``ChunkedLocalAttentionManager`` (1276-1425)."""
+
+    supports_decode_runs: ClassVar[bool] = True
 
     def __init__(self, kv_cache_spec: ChunkedLocalAttentionSpec, **kwargs) -> None:
         super().__init__(kv_cache_spec, **kwargs)
@@ -754,6 +869,9 @@ class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
         """1381-1425: tokens left of the current chunk."""
         return (num_computed_tokens // self.attention_chunk_size) * self.attention_chunk_size
 
+    def min_computed_skipping(self, num_skipped_tokens: int) -> int | None:
+        return cdiv(num_skipped_tokens, self.attention_chunk_size) * self.attention_chunk_size
+
 
 class CrossAttentionManager(SingleTypeKVCacheManager):
     """``CrossAttentionManager`` (2138-2196): one static allocation for the encoder tokens."""
@@ -799,6 +917,8 @@ class SinkFullAttentionManager(FullAttentionManager):
         )
         sink_len = kv_cache_spec.sink_len
         assert sink_len is not None and sink_len > 0 and sink_len % self.block_size == 0
+
+    supports_decode_runs: ClassVar[bool] = False  # kvproof: never planned (see the class docstring)
 
 
 _MANAGER_CLASSES: dict[str, type[SingleTypeKVCacheManager]] = {

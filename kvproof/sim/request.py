@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 
-from .block_pool import BlockHash, hash_block_tokens
+from .block_pool import BlockHash, hash_block_chain, hash_block_tokens
 
 __all__ = ["Request", "RequestStatus", "get_request_block_hasher"]
 
@@ -60,6 +60,9 @@ def get_request_block_hasher(
             return []
         prev_block_hash_value = request.block_hashes[-1] if request.block_hashes else None
         all_token_ids = request._all_token_ids
+        if not num_hash_lookahead_tokens:  # no extra keys: the whole chain at once
+            stop = start_token_idx + (num_tokens - start_token_idx) // hash_block_size * hash_block_size
+            return hash_block_chain(prev_block_hash_value, all_token_ids[start_token_idx:stop], hash_block_size)
         new_block_hashes: list[BlockHash] = []
         while True:
             end_token_idx = start_token_idx + hash_block_size

@@ -99,7 +99,8 @@ def held_by_group(manager: KVCacheManager) -> list[int]:
             for stm in manager.coordinator.single_type_managers]
 
 
-def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCacheManager | None = None) -> dict:
+def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCacheManager | None = None,
+                     decode_runs: bool | None = None) -> dict:
     """Run the single request of ``simulate_block`` alone through the scheduler port and a fresh
     ``KVCacheManager.from_plan(plan)``.
 
@@ -108,6 +109,8 @@ def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCach
     or None means the default). Returns ``{"simulation": [...], "prefix_hit_probe": {...} | None}``
     (plus ``"simulation_stalled": True`` when the lone request cannot be scheduled, which vLLM would
     wait on forever), or ``{"simulation": None, "prefix_hit_probe": None}`` without ``prompt_tokens``.
+    ``decode_runs``: the scheduler's (``kvproof.sim.scheduler.Scheduler``): its decode steps skip the
+    ``allocate_slots`` calls the manager proves to be no-ops; every step is still listed.
     """
     from .scheduler import DEFAULT_MAX_STEPS, Scheduler, SchedulerConfig, prompt_rejection
 
@@ -126,7 +129,7 @@ def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCach
     budget = plan.settings.max_num_batched_tokens
     config = SchedulerConfig.from_plan(
         plan, max_num_scheduled_tokens=None if chunk is None else min(chunk, budget))
-    scheduler = Scheduler(config, manager)
+    scheduler = Scheduler(config, manager, decode_runs=decode_runs)
 
     tokens = single_request_token_ids(prompt)
     request = manager.make_request(SINGLE_REQUEST_ID, tokens, max(decode, 1))

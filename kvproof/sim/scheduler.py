@@ -90,17 +90,25 @@ text-only, FCFS, connector-free configuration this port models):
   (``config/scheduler.py:134``); ``watermark`` is the manager's (default 0.0).
 
 Cost: per step, O(running + admitted) Python calls plus the manager's per-block work; nothing loops
-per token except the one output token a request appends per step.
+per token except the one output token a request appends per step. kvproof's decode runs
+(``kvproof.sim.decode_runs``, ``docs/requests.md`` "Decode runs") advance the steps where every
+running request decodes at O(1) per step plus one real ``allocate_slots`` per event, and
+``schedule()`` skips the ``allocate_slots`` calls the manager proves to be no-ops
+(``decode_quiet_until``); :func:`step_by_step` turns both off.
 """
 
 from __future__ import annotations
 
+import bisect
+import gc
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.codec import present
+from .decode_runs import DecodeRuns
 from .mamba_manager import get_mamba_prefill_checkpoint_position, is_mamba_prefill_checkpoint_valid
 from .request import RequestStatus
 
@@ -114,6 +122,7 @@ __all__ = [
     "SchedulerOutput",
     "output_token_id",
     "simulate_workload",
+    "step_by_step",
     "workload_token_ids",
 ]
 
@@ -124,6 +133,39 @@ __all__ = [
 DEFAULT_MAX_NUM_SEQS = 256
 #: ``simulate.max_steps`` default (``docs/requests.md``).
 DEFAULT_MAX_STEPS = 100_000
+
+#: The default of ``decode_runs`` (``Scheduler``, ``simulate_workload``, ``simulate_request``); see
+#: :func:`step_by_step`.
+_decode_runs_default = True
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (reference counting still frees everything).
+    A workload creates no garbage cycles worth collecting (blocks, requests and step records stay
+    referenced until the end or are freed by reference counting; the pool and its free queue form the
+    one cycle, collected afterwards), while the collector would traverse every block and every step
+    record over and over: 10-15% of a workload's time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@contextmanager
+def step_by_step() -> Iterator[None]:
+    """Within the block every scheduler steps one step at a time and makes every ``allocate_slots``
+    call, as vLLM does (``decode_runs`` off wherever it is not given): the reference the decode runs
+    are tested against (``tests/sim/test_decode_runs.py``, the requests conformance suite)."""
+    global _decode_runs_default
+    saved, _decode_runs_default = _decode_runs_default, False
+    try:
+        yield
+    finally:
+        _decode_runs_default = saved
 
 
 # Request status: the request port's ``RequestStatus`` (``v1/request.py:370-398``).
@@ -281,6 +323,23 @@ class SchedulerOutput:
     admitted: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class WaitingPass:
+    """What the WAITING loop of ``schedule`` reads from the step so far and writes into it."""
+
+    token_budget: int
+    input_budget: int
+    long_prefill_token_threshold: int
+    prefill_scheduled: bool  # a scheduled RUNNING request is a prefill chunk (the spec padding, 1310-1330)
+    running_scheduled: bool  # some RUNNING request was scheduled in this step
+    num_scheduled_tokens: dict[str, int]
+    scheduled_new_reqs: list[Any]
+    scheduled_resumed_reqs: list[Any]
+    scheduled_spec_decode_tokens: dict[str, list[int]]
+    admitted: dict[str, int]
+    looked_at: int = 0  # kvproof: waiting requests examined (decode runs)
+
+
 # ---------------------------------------------------------------------------------------------
 # The scheduler
 # ---------------------------------------------------------------------------------------------
@@ -289,7 +348,12 @@ class SchedulerOutput:
 class Scheduler:
     """``Scheduler`` (``v1/core/sched/scheduler.py:86``): synchronous, FCFS, text-only."""
 
-    def __init__(self, config: SchedulerConfig, kv_cache_manager: Any) -> None:
+    def __init__(self, config: SchedulerConfig, kv_cache_manager: Any, *, decode_runs: bool | None = None) -> None:
+        """``decode_runs`` (None: on, except inside :func:`step_by_step`): skip the ``allocate_slots``
+        calls of decode steps the manager proves to be no-ops (``decode_quiet_until``); off, every
+        call is made, as vLLM makes it."""
+        if decode_runs is None:
+            decode_runs = _decode_runs_default
         self.scheduler_config = config
         self.kv_cache_manager = kv_cache_manager
         self.block_pool = kv_cache_manager.block_pool
@@ -340,6 +404,10 @@ class Scheduler:
         self._take_new_block_ids = getattr(kv_cache_manager, "take_new_block_ids", None)
         self._take_offloads = getattr(kv_cache_manager, "take_boundary_state_offloads", None)
         self._empty_blocks = getattr(kv_cache_manager, "empty_kv_cache_blocks", None)
+        #: kvproof (decode runs, ``kvproof.sim.decode_runs``): request id -> the computed count below
+        #: which a one-token decode step of the request leaves every group as it is
+        #: (``KVCacheManager.decode_quiet_steps``); None when that is not modelled here.
+        self.decode_quiet_until: dict[str, int] | None = {} if decode_runs and DecodeRuns.applies(self) else None
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -419,9 +487,22 @@ class Scheduler:
         end = min((s for s in stops if start < s < end), default=end)
         return max(end - start, 0)
 
+    def _note_decode(self, request: Any, num_computed: int, num_new_tokens: int) -> None:
+        """kvproof: after a request's real ``allocate_slots``, how far its next decode steps are
+        no-ops of it (a prefill chunk or a request with draft tokens is not a decode: nothing noted)."""
+        request_id = request.request_id
+        if num_new_tokens == 1 and num_computed == request.num_tokens - 1 and request.num_output_tokens \
+                and not request.spec_token_ids:
+            self.decode_quiet_until[request_id] = num_computed + 1 + self.kv_cache_manager.decode_quiet_steps(
+                request, num_computed + 1, self.num_lookahead_tokens, self.num_spec_tokens > 0)
+        else:
+            self.decode_quiet_until.pop(request_id, None)
+
     def _preempt_request(self, request: Any) -> None:
         """``_preempt_request`` (``scheduler.py:1799-1843``), synchronous: no in-flight output."""
         assert request.status == _RUNNING, "Only running requests can be preempted"
+        if self.decode_quiet_until is not None:
+            self.decode_quiet_until.pop(request.request_id, None)
         self.kv_cache_manager.free(request)  # _free_request_blocks (3084-3093), nothing deferred
         request.status = _PREEMPTED
         request.num_computed_tokens = 0
@@ -433,6 +514,8 @@ class Scheduler:
     def _free_request(self, request: Any) -> None:
         """``_free_request`` / ``_free_blocks`` (``scheduler.py:3031-3068``), no connectors."""
         self.finished_req_ids.add(request.request_id)
+        if self.decode_quiet_until is not None:
+            self.decode_quiet_until.pop(request.request_id, None)
         self.kv_cache_manager.free(request)
         del self.requests[request.request_id]
 
@@ -443,6 +526,7 @@ class Scheduler:
         self.current_step += 1
         manager = self.kv_cache_manager
         allocate_slots = manager.allocate_slots
+        quiet_until = self.decode_quiet_until
         max_model_len = self.max_model_len
         num_lookahead_tokens = self.num_lookahead_tokens
         num_prefill_lookahead = self.num_prefill_lookahead
@@ -463,14 +547,7 @@ class Scheduler:
         if self._new_step_starts is not None:
             self._new_step_starts()
 
-        # Long-prefill threshold (scheduler.py:757-771).
-        num_running, num_waiting = self.get_request_counts()
-        num_eligible_reqs = num_running + num_waiting
-        long_prefill_token_threshold = (
-            self.scheduler_config.long_prefill_token_threshold if num_eligible_reqs > 1 else 0
-        )
-        if long_prefill_token_threshold > 0 and self.adaptive_long_prefill_threshold:
-            long_prefill_token_threshold = max(long_prefill_token_threshold, input_budget // num_eligible_reqs)
+        long_prefill_token_threshold = self._long_prefill_token_threshold()
 
         # First, schedule the RUNNING requests (scheduler.py:795-1032).
         running = self.running
@@ -497,18 +574,23 @@ class Scheduler:
                 req_index += 1
                 continue
 
-            # allocate_slots, preempting the lowest-priority (last) running request (916-984).
-            while True:
-                new_blocks = allocate_slots(request, num_new_tokens, num_lookahead_tokens=num_lookahead_tokens)
-                if new_blocks is not None:
-                    break
-                preempted_req = running.pop()
-                self._preempt_request(preempted_req)
-                preempted_reqs.append(preempted_req)
-                if preempted_req is request:
-                    break
-            if new_blocks is None:
-                break  # 986-996 (FCFS)
+            if quiet_until is not None and num_new_tokens == 1 and quiet_until.get(request.request_id, 0) > num_computed:
+                pass  # kvproof: a decode step allocate_slots leaves as it is (decode runs, see _note_decode)
+            else:
+                # allocate_slots, preempting the lowest-priority (last) running request (916-984).
+                while True:
+                    new_blocks = allocate_slots(request, num_new_tokens, num_lookahead_tokens=num_lookahead_tokens)
+                    if new_blocks is not None:
+                        break
+                    preempted_req = running.pop()
+                    self._preempt_request(preempted_req)
+                    preempted_reqs.append(preempted_req)
+                    if preempted_req is request:
+                        break
+                if new_blocks is None:
+                    break  # 986-996 (FCFS)
+                if quiet_until is not None:
+                    self._note_decode(request, num_computed, num_new_tokens)
 
             scheduled_running_reqs.append(request)
             prefill_scheduled |= request.is_prefill_chunk
@@ -525,132 +607,23 @@ class Scheduler:
 
         # Next, schedule the WAITING requests (scheduler.py:1046-1516).
         if not preempted_reqs:
-            waiting = self.waiting
-            skipped_waiting: deque = deque()
-            cfg = self.scheduler_config
-            while token_budget > 0:
-                if not waiting or input_budget <= draft_slots:
-                    break
-                if len(running) >= self.max_num_active_reqs:
-                    break
-                request = waiting[0]
-                request_id = request.request_id
-
-                did_prefix_cache_lookup = False
-                num_new_local_computed_tokens = 0
-                if request.num_computed_tokens == 0:
-                    did_prefix_cache_lookup = True
-                    new_computed_blocks, num_new_local_computed_tokens, boundary = (
-                        manager.get_computed_blocks(request)
-                    )
-                    request.shared_prefix_boundary = boundary
-                    num_computed_tokens = num_new_local_computed_tokens
-                    # Bounded replay drops a hit no longer than the window (1241-1258).
-                    if 0 < num_computed_tokens <= self.prefix_replay_tokens:
-                        new_computed_blocks = manager.empty_kv_cache_blocks
-                        num_new_local_computed_tokens = 0
-                        num_computed_tokens = 0
-                else:  # only after a KV transfer or a streaming update (1269-1278): not modelled
-                    new_computed_blocks = self._empty_blocks
-                    num_computed_tokens = request.num_computed_tokens
-
-                pad_spec_decode = False
-                request_token_budget = min(token_budget, input_budget - draft_slots)
-                num_replay_tokens = 0
-                if did_prefix_cache_lookup and self.prefix_replay_tokens:
-                    # _mark_prefix_replay (3447-3465), no KV load
-                    num_replay_tokens = min(self.prefix_replay_tokens, num_computed_tokens)
-                    request.replay_start = num_computed_tokens - num_replay_tokens
-                    num_computed_tokens -= num_replay_tokens
-                num_new_tokens = request.num_tokens - num_computed_tokens
-
-                # Pad a new decode to the uniform spec-decode size (1310-1330).
-                if (
-                    self.num_spec_tokens > 0
-                    and num_new_tokens == 1
-                    and not prefill_scheduled
-                    and (scheduled_running_reqs or num_computed_tokens > 0)
-                ):
-                    padded_num_tokens = 1 + self.num_spec_tokens
-                    if num_computed_tokens + padded_num_tokens + 1 <= max_model_len:
-                        if padded_num_tokens > request_token_budget:
-                            break  # prefer to not schedule than schedule un-padded
-                        num_new_tokens = padded_num_tokens
-                        pad_spec_decode = True
-
-                if 0 < long_prefill_token_threshold < num_new_tokens:
-                    num_new_tokens = long_prefill_token_threshold
-                if not cfg.enable_chunked_prefill and num_new_tokens > request_token_budget:
-                    break  # 1337-1344
-                num_new_tokens = min(num_new_tokens, request_token_budget)
-                assert num_new_tokens > 0
-
-                if mamba_split:  # 1349-1366
-                    num_new_tokens = self._mamba_block_aligned_split(
-                        request, num_new_tokens, num_new_local_computed_tokens
-                    )
-                    if num_new_tokens == 0:
-                        break
-                    if pad_spec_decode and num_new_tokens != 1 + self.num_spec_tokens:
-                        num_new_tokens = 1
-                        pad_spec_decode = False
-
-                if num_prefill_lookahead:  # 1387-1395
-                    num_new_tokens = self._reserve_prefill_lookahead(request, num_computed_tokens, num_new_tokens)
-                if num_new_tokens == 0:
-                    # skip_request (1054-1059, 1391-1395): requeued ahead of older skipped ones
-                    skipped_waiting.appendleft(waiting.popleft())
-                    continue
-
-                num_tokens_past_hit = max(num_new_tokens - num_replay_tokens, 0)
-                new_blocks = allocate_slots(
-                    request,
-                    num_tokens_past_hit,
-                    num_new_computed_tokens=num_new_local_computed_tokens,
-                    new_computed_blocks=new_computed_blocks,
-                    num_lookahead_tokens=num_lookahead_tokens,
-                    full_sequence_must_fit=self.scheduler_reserve_full_isl,
-                    has_scheduled_reqs=bool(running),
-                )
-                if new_blocks is None:
-                    break  # 1459-1467
-
-                # Admission (1537-1568).
-                waiting.popleft()
-                running.append(request)
-                if request.status == _WAITING:
-                    scheduled_new_reqs.append(request)
-                elif request.status == _PREEMPTED:
-                    scheduled_resumed_reqs.append(request)
-                else:  # pragma: no cover - vLLM raises the same
-                    raise RuntimeError(f"Invalid request status: {request.status}")
-                num_scheduled_tokens[request_id] = num_new_tokens
-                admitted[request_id] = num_computed_tokens
-                token_budget -= num_new_tokens
-                input_budget -= num_new_tokens + draft_slots
-                request.status = _RUNNING
-                request.num_computed_tokens = num_computed_tokens
-                if pad_spec_decode:
-                    scheduled_spec_decode_tokens[request_id] = [-1] * self.num_spec_tokens
-
-            if skipped_waiting:
-                waiting.prepend_requests(skipped_waiting)
+            waiting_pass = WaitingPass(
+                token_budget=token_budget, input_budget=input_budget,
+                long_prefill_token_threshold=long_prefill_token_threshold,
+                prefill_scheduled=prefill_scheduled, running_scheduled=bool(scheduled_running_reqs),
+                num_scheduled_tokens=num_scheduled_tokens, scheduled_new_reqs=scheduled_new_reqs,
+                scheduled_resumed_reqs=scheduled_resumed_reqs,
+                scheduled_spec_decode_tokens=scheduled_spec_decode_tokens, admitted=admitted,
+            )
+            self._schedule_waiting(waiting_pass)
+            token_budget, input_budget = waiting_pass.token_budget, waiting_pass.input_budget
 
         total_num_scheduled_tokens = sum(num_scheduled_tokens.values())
         assert total_num_scheduled_tokens <= self.max_num_scheduled_tokens
         assert token_budget >= 0 and input_budget >= 0
         assert len(running) <= self.max_num_running_reqs
 
-        # Per-step manager drains vLLM performs while building the output (1700-1727, 1791-1797).
-        if self._take_offloads is not None:
-            self._take_offloads()
-        if self._take_copies is not None:
-            copies, retained = self._take_copies()
-            if copies and retained:
-                # _free_cow_retained_blocks (3095-3104), no deferred frees
-                self.block_pool.free_blocks(retained)
-        if self._take_new_block_ids is not None:
-            self._take_new_block_ids()
+        self._drain_step_hooks()
 
         output = SchedulerOutput(
             num_scheduled_tokens=num_scheduled_tokens,
@@ -665,6 +638,166 @@ class Scheduler:
         )
         self._update_after_schedule(output)
         return output
+
+    def _long_prefill_token_threshold(self) -> int:
+        """The step's long-prefill threshold (``scheduler.py:757-771``)."""
+        num_running, num_waiting = self.get_request_counts()
+        num_eligible_reqs = num_running + num_waiting
+        long_prefill_token_threshold = (
+            self.scheduler_config.long_prefill_token_threshold if num_eligible_reqs > 1 else 0
+        )
+        if long_prefill_token_threshold > 0 and self.adaptive_long_prefill_threshold:
+            long_prefill_token_threshold = max(
+                long_prefill_token_threshold, self.scheduler_config.max_num_batched_tokens // num_eligible_reqs
+            )
+        return long_prefill_token_threshold
+
+    def _schedule_waiting(self, step: WaitingPass) -> None:
+        """The WAITING loop of ``schedule`` (``scheduler.py:1046-1516``), entered when nothing was
+        preempted: admits from ``waiting`` into ``running`` and writes ``step``."""
+        manager = self.kv_cache_manager
+        allocate_slots = manager.allocate_slots
+        max_model_len = self.max_model_len
+        num_lookahead_tokens = self.num_lookahead_tokens
+        num_prefill_lookahead = self.num_prefill_lookahead
+        mamba_split = self.need_mamba_block_aligned_split
+        draft_slots = self.scheduler_config.draft_slots
+        running = self.running
+        token_budget = step.token_budget
+        input_budget = step.input_budget
+        long_prefill_token_threshold = step.long_prefill_token_threshold
+        prefill_scheduled = step.prefill_scheduled
+        num_scheduled_tokens = step.num_scheduled_tokens
+        scheduled_new_reqs = step.scheduled_new_reqs
+        scheduled_resumed_reqs = step.scheduled_resumed_reqs
+        scheduled_spec_decode_tokens = step.scheduled_spec_decode_tokens
+        admitted = step.admitted
+        waiting = self.waiting
+        skipped_waiting: deque = deque()
+        cfg = self.scheduler_config
+        while token_budget > 0:
+            if not waiting or input_budget <= draft_slots:
+                break
+            if len(running) >= self.max_num_active_reqs:
+                break
+            request = waiting[0]
+            request_id = request.request_id
+            step.looked_at += 1
+
+            did_prefix_cache_lookup = False
+            num_new_local_computed_tokens = 0
+            if request.num_computed_tokens == 0:
+                did_prefix_cache_lookup = True
+                new_computed_blocks, num_new_local_computed_tokens, boundary = (
+                    manager.get_computed_blocks(request)
+                )
+                request.shared_prefix_boundary = boundary
+                num_computed_tokens = num_new_local_computed_tokens
+                # Bounded replay drops a hit no longer than the window (1241-1258).
+                if 0 < num_computed_tokens <= self.prefix_replay_tokens:
+                    new_computed_blocks = manager.empty_kv_cache_blocks
+                    num_new_local_computed_tokens = 0
+                    num_computed_tokens = 0
+            else:  # only after a KV transfer or a streaming update (1269-1278): not modelled
+                new_computed_blocks = self._empty_blocks
+                num_computed_tokens = request.num_computed_tokens
+
+            pad_spec_decode = False
+            request_token_budget = min(token_budget, input_budget - draft_slots)
+            num_replay_tokens = 0
+            if did_prefix_cache_lookup and self.prefix_replay_tokens:
+                # _mark_prefix_replay (3447-3465), no KV load
+                num_replay_tokens = min(self.prefix_replay_tokens, num_computed_tokens)
+                request.replay_start = num_computed_tokens - num_replay_tokens
+                num_computed_tokens -= num_replay_tokens
+            num_new_tokens = request.num_tokens - num_computed_tokens
+
+            # Pad a new decode to the uniform spec-decode size (1310-1330).
+            if (
+                self.num_spec_tokens > 0
+                and num_new_tokens == 1
+                and not prefill_scheduled
+                and (step.running_scheduled or num_computed_tokens > 0)
+            ):
+                padded_num_tokens = 1 + self.num_spec_tokens
+                if num_computed_tokens + padded_num_tokens + 1 <= max_model_len:
+                    if padded_num_tokens > request_token_budget:
+                        break  # prefer to not schedule than schedule un-padded
+                    num_new_tokens = padded_num_tokens
+                    pad_spec_decode = True
+
+            if 0 < long_prefill_token_threshold < num_new_tokens:
+                num_new_tokens = long_prefill_token_threshold
+            if not cfg.enable_chunked_prefill and num_new_tokens > request_token_budget:
+                break  # 1337-1344
+            num_new_tokens = min(num_new_tokens, request_token_budget)
+            assert num_new_tokens > 0
+
+            if mamba_split:  # 1349-1366
+                num_new_tokens = self._mamba_block_aligned_split(
+                    request, num_new_tokens, num_new_local_computed_tokens
+                )
+                if num_new_tokens == 0:
+                    break
+                if pad_spec_decode and num_new_tokens != 1 + self.num_spec_tokens:
+                    num_new_tokens = 1
+                    pad_spec_decode = False
+
+            if num_prefill_lookahead:  # 1387-1395
+                num_new_tokens = self._reserve_prefill_lookahead(request, num_computed_tokens, num_new_tokens)
+            if num_new_tokens == 0:
+                # skip_request (1054-1059, 1391-1395): requeued ahead of older skipped ones
+                skipped_waiting.appendleft(waiting.popleft())
+                continue
+
+            num_tokens_past_hit = max(num_new_tokens - num_replay_tokens, 0)
+            new_blocks = allocate_slots(
+                request,
+                num_tokens_past_hit,
+                num_new_computed_tokens=num_new_local_computed_tokens,
+                new_computed_blocks=new_computed_blocks,
+                num_lookahead_tokens=num_lookahead_tokens,
+                full_sequence_must_fit=self.scheduler_reserve_full_isl,
+                has_scheduled_reqs=bool(running),
+            )
+            if new_blocks is None:
+                break  # 1459-1467
+
+            # Admission (1537-1568).
+            waiting.popleft()
+            running.append(request)
+            if request.status == _WAITING:
+                scheduled_new_reqs.append(request)
+            elif request.status == _PREEMPTED:
+                scheduled_resumed_reqs.append(request)
+            else:  # pragma: no cover - vLLM raises the same
+                raise RuntimeError(f"Invalid request status: {request.status}")
+            num_scheduled_tokens[request_id] = num_new_tokens
+            admitted[request_id] = num_computed_tokens
+            token_budget -= num_new_tokens
+            input_budget -= num_new_tokens + draft_slots
+            request.status = _RUNNING
+            request.num_computed_tokens = num_computed_tokens
+            if pad_spec_decode:
+                scheduled_spec_decode_tokens[request_id] = [-1] * self.num_spec_tokens
+
+        if skipped_waiting:
+            waiting.prepend_requests(skipped_waiting)
+
+        step.token_budget = token_budget
+        step.input_budget = input_budget
+
+    def _drain_step_hooks(self) -> None:
+        """The per-step manager drains vLLM performs while building the output (1700-1727, 1791-1797)."""
+        if self._take_offloads is not None:
+            self._take_offloads()
+        if self._take_copies is not None:
+            copies, retained = self._take_copies()
+            if copies and retained:
+                # _free_cow_retained_blocks (3095-3104), no deferred frees
+                self.block_pool.free_blocks(retained)
+        if self._take_new_block_ids is not None:
+            self._take_new_block_ids()
 
     def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
         """``_update_after_schedule`` (``scheduler.py:1845-1877``)."""
@@ -805,15 +938,11 @@ def simulate_workload(
     request_factory: Callable[..., Any] | None = None,
     config: SchedulerConfig | None = None,
     max_num_seqs: int | None = None,
+    decode_runs: bool | None = None,
     on_step: Callable[[dict, Any], None] | None = None,
 ) -> dict:
     """Run ``simulate_block.requests`` through the scheduler; the ``workload`` object of
     ``docs/requests.md``.
-
-    ``on_step(step, kv_cache_manager)``, when given, is called after every step with that step's
-    entry of ``steps`` and the manager as the step left it (``simulate --plot`` counts the blocks
-    each group holds there). A caller passing ``on_step`` sees every step, one call per entry of
-    ``steps``, in order: a path that skips steps must not run then.
 
     ``plan``: a :class:`kvproof.sim.plan.Plan` (its settings and pool). ``simulate_block``: the
     geometry's ``simulate`` block (``requests``, ``max_steps``, ``chunk_tokens``), attrs, dict or a
@@ -838,6 +967,17 @@ def simulate_workload(
     steps and a ``rejected`` message (a kvproof key), and it counts as neither finished nor pending.
     (``chunk_tokens > max_model_len`` would make vLLM's ``SchedulerConfig`` refuse to start,
     ``config/scheduler.py:355-360``; like the requests oracle, the threshold is used as given.)
+
+    ``decode_runs`` (None: on, except inside :func:`step_by_step`): advance the steps where only token
+    counts change together (``kvproof.sim.decode_runs``, ``docs/requests.md`` "Decode runs"); the
+    result is the same, step for step, except that the steps of a run in which only token counts
+    changed share their ``scheduled``, ``running`` and ``waiting`` objects (treat the result as
+    read-only). They apply with the default request factory only. A caller that must see the
+    scheduler and manager after every single step turns them off.
+
+    ``on_step(step, kv_cache_manager)`` (``simulate --plot``): called after every step with its
+    ``steps`` element and the manager as that step left it; a caller passing it sees every step, so
+    decode runs are off then.
     """
     requests_in = list(_field(simulate_block, "requests", []) or [])
     max_steps = _field(simulate_block, "max_steps", DEFAULT_MAX_STEPS)
@@ -849,9 +989,12 @@ def simulate_workload(
         from .kv_manager import KVCacheManager  # the manager port
 
         kv_cache_manager = KVCacheManager.from_plan(plan)
-    if request_factory is None:
+    default_factory = request_factory is None
+    if default_factory:
         request_factory = _default_request_factory(kv_cache_manager)
-    scheduler = Scheduler(config, kv_cache_manager)
+    if on_step is not None:
+        decode_runs = False  # on_step sees the manager after every single step
+    scheduler = Scheduler(config, kv_cache_manager, decode_runs=decode_runs)
     block_pool = scheduler.block_pool
     max_model_len = config.max_model_len
 
@@ -873,35 +1016,87 @@ def simulate_workload(
         pending += 1
 
     steps: list[dict] = []
-    request_steps = preemptions = finished_total = 0
-    step = 0
-    objects: dict[str, Any] = {}
-    num_outputs: dict[str, int] = {}
-    while pending and step < max_steps:
+    totals = {"steps": 0, "request_steps": 0, "preemptions": 0, "finished": 0}
+
+    def arrive(step: int) -> None:
         for r in arrivals.get(step, ()):
-            rid = ids[r]
-            req = requests_in[r]
-            request = request_factory(rid, token_ids[r], _field(req, "decode_tokens", 1))
-            objects[rid] = request
-            num_outputs[rid] = 0
-            scheduler.add_request(request)
-        if not scheduler.has_requests():
-            # EngineCore.step does not schedule without requests (v1/engine/core.py); the clock runs.
-            steps.append({"step": step, "scheduled": {}, "preempted": [], "finished": [], "admitted": {},
-                          "running": [], "waiting": [], "free_blocks": block_pool.get_num_free_blocks()})
-            if on_step is not None:
-                on_step(steps[-1], kv_cache_manager)
-            step += 1
-            continue
-        output = scheduler.schedule()
-        scheduled = output.num_scheduled_tokens
-        for rid, hit in output.admitted.items():
+            scheduler.add_request(request_factory(ids[r], token_ids[r], _field(requests_in[r], "decode_tokens", 1)))
+
+    def record(step, scheduled, preempted, finished, admitted, running_ids, waiting_ids) -> None:
+        """One element of ``steps`` (``free_blocks`` read after ``update_from_output``)."""
+        for rid, hit in admitted.items():
             entry = info[rid]
             if entry["first_scheduled_step"] is None:
                 entry["first_scheduled_step"] = step
                 entry["prefix_hit_tokens"] = hit
-        for request in output.preempted_reqs:
-            info[request.request_id]["num_preemptions"] += 1
+        for rid in preempted:
+            info[rid]["num_preemptions"] += 1
+        for rid in finished:
+            info[rid]["finished_step"] = step
+        totals["request_steps"] += len(scheduled)
+        totals["preemptions"] += len(preempted)
+        totals["finished"] += len(finished)
+        steps.append({"step": step, "scheduled": scheduled, "preempted": preempted, "finished": finished,
+                      "admitted": admitted, "running": running_ids, "waiting": waiting_ids,
+                      "free_blocks": block_pool.get_num_free_blocks()})
+        if on_step is not None:
+            on_step(steps[-1], kv_cache_manager)
+
+    def record_run(step, scheduled, finished, admitted, running_ids, waiting_ids) -> None:
+        record(step, scheduled, [], finished, admitted, running_ids, waiting_ids)
+
+    def record_quiet(first, stop, scheduled, running_ids, waiting_ids) -> None:
+        """Steps ``first .. stop - 1`` of a decode run in which only token counts changed: their
+        elements share ``scheduled``, ``running``, ``waiting`` and the empty lists (read-only)."""
+        totals["request_steps"] += len(scheduled) * (stop - first)
+        free_blocks = block_pool.get_num_free_blocks()
+        none: list = []
+        nothing: dict = {}
+        steps.extend({"step": t, "scheduled": scheduled, "preempted": none, "finished": none, "admitted": nothing,
+                      "running": running_ids, "waiting": waiting_ids, "free_blocks": free_blocks}
+                     for t in range(first, stop))
+
+    arrival_steps = sorted(arrivals)
+
+    def next_arrival(step: int) -> int:
+        at = bisect.bisect_right(arrival_steps, step)
+        return arrival_steps[at] if at < len(arrival_steps) else max_steps + 1
+
+    runs = None
+    if scheduler.decode_quiet_until is not None and default_factory:
+        runs = DecodeRuns(scheduler, lambda rid, first, count: range(
+            output_token_id(index_of[rid], first), output_token_id(index_of[rid], first + count)))
+
+    with _cyclic_gc_paused():
+        _run_workload(scheduler, runs, max_steps, arrive, next_arrival, record, record_run, record_quiet,
+                      pending, totals, index_of)
+    totals["steps"] = len(steps)
+    return {"steps": steps, "requests": info, "totals": totals, "truncated": pending > totals["finished"]}
+
+
+def _run_workload(scheduler, runs, max_steps, arrive, next_arrival, record, record_run, record_quiet,
+                  pending, totals, index_of) -> None:
+    """The engine loop of :func:`simulate_workload` (``EngineCore.step``, synchronous)."""
+    step = 0
+    while pending - totals["finished"] and step < max_steps:
+        arrive(step)
+        if not scheduler.has_requests():
+            # EngineCore.step does not schedule without requests (v1/engine/core.py); the clock runs.
+            if runs is None:
+                record(step, {}, [], [], {}, [], [])
+                step += 1
+            else:  # idle up to the next arrival: like a decode run's quiet steps, the elements share objects
+                idle_end = min(next_arrival(step), max_steps)
+                record_quiet(step, idle_end, {}, [], [])
+                step = idle_end
+            continue
+        if runs is not None:
+            advanced = runs.advance(step, max_steps, next_arrival, arrive, record_run, record_quiet)
+            if advanced:
+                step += advanced
+                continue
+        output = scheduler.schedule()
+        scheduled = output.num_scheduled_tokens
         running_ids = [r.request_id for r in scheduler.running]
         waiting_ids = [r.request_id for r in scheduler.waiting]
         # The model step: one sampled token per request whose prefill is complete (the runner
@@ -913,31 +1108,6 @@ def simulate_workload(
             if not request.is_prefill_chunk:
                 sampled[rid] = [output_token_id(index_of[rid], request.num_output_tokens)]
         finished = scheduler.update_from_output(output, sampled)
-        finished_ids = [r.request_id for r in finished]
-        for rid in finished_ids:
-            info[rid]["finished_step"] = step
-        n_sched = len(scheduled)
-        request_steps += n_sched
-        preemptions += len(output.preempted_reqs)
-        finished_total += len(finished_ids)
-        pending -= len(finished_ids)
-        steps.append({
-            "step": step,
-            "scheduled": scheduled,
-            "preempted": [r.request_id for r in output.preempted_reqs],
-            "finished": finished_ids,
-            "admitted": output.admitted,
-            "running": running_ids,
-            "waiting": waiting_ids,
-            "free_blocks": block_pool.get_num_free_blocks(),
-        })
-        if on_step is not None:
-            on_step(steps[-1], kv_cache_manager)
+        record(step, scheduled, [r.request_id for r in output.preempted_reqs], [r.request_id for r in finished],
+               output.admitted, running_ids, waiting_ids)
         step += 1
-    return {
-        "steps": steps,
-        "requests": info,
-        "totals": {"steps": len(steps), "request_steps": request_steps, "preemptions": preemptions,
-                   "finished": finished_total},
-        "truncated": pending > 0,
-    }

@@ -521,10 +521,11 @@ def run_geometry(doc: Any) -> dict:
                 with serving_stage("workload_init"):
                     sched = build_scheduler(vllm_config, kwargs, sim["chunk_tokens"], doc.get("max_num_seqs") is not None)
                 with serving_stage("workload"):
-                    started = time.perf_counter()
+                    started, started_cpu = time.perf_counter(), time.process_time()
                     out["workload"] = run_workload(sched, sim["requests"], sim["max_steps"], hasher, vllm_config)
                     if os.environ.get("KVPROOF_ORACLE_ELAPSED"):  # bench/bench_requests.py: scheduling time only
                         out["workload_elapsed_s"] = time.perf_counter() - started
+                        out["workload_cpu_s"] = time.process_time() - started_cpu
             return out
     except ServingError as exc:
         return {**head, "status": "oracle_error",

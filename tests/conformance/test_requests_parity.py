@@ -16,7 +16,8 @@
     ``KVPROOF_REQUESTS_SEED`` when it is given (else by ``--hypothesis-seed``, or at random).
 
 Every comparison is counted in the session report (conftest.py): cases, agreements, and per test the
-workloads vLLM served and how many of them preempted.
+workloads vLLM served and how many of them preempted. Every case also compares kvproof's decode runs
+with its step-by-step path (``step_by_step_differences``): a difference there is a disagreement too.
 
 Opt-in like the rest of the directory: ``python -m pytest -m conformance tests/conformance/test_requests_parity.py``.
 A kvproof side that does not produce these keys (yet) fails here, loudly: it is never a skip.
@@ -110,9 +111,32 @@ def compare(vllm: dict, kvproof: dict) -> list[dict]:
     return out
 
 
+def step_by_step_differences(geometry: dict, kvproof: dict) -> list[dict]:
+    """kvproof's decode runs (``kvproof/sim/decode_runs.py``) against its step-by-step path
+    (``kvproof.sim.scheduler.step_by_step``) on the same geometry: the keys of docs/requests.md must
+    be identical, step for step (paths ``$.step_by_step...``)."""
+    if kvproof.get("status") == "crashed":
+        return []
+    from kvproof.sim import simulate_document
+    from kvproof.sim.scheduler import step_by_step
+
+    with step_by_step():
+        reference = simulate_document(json.loads(json.dumps(geometry)))
+    out: list[dict] = []
+    for key in (*KEYS, "simulation_raised"):
+        mine, theirs = kvproof.get(key, MISSING), reference.get(key, MISSING)
+        if mine != theirs:  # (the "vllm" side of these differences is the step-by-step answer)
+            found = len(out)
+            _diff(theirs, mine, f"$.step_by_step.{key}", out)
+            if len(out) == found:
+                out.append({"path": f"$.step_by_step.{key}", "vllm": _short(theirs), "kvproof": _short(mine)})
+    return out
+
+
 def check(test: str, geometry: dict, vllm: dict, kvproof: dict, report) -> list[dict]:
-    """Compare, and count the case in the session report (its workload as vLLM served it too)."""
-    differences = compare(vllm, kvproof)
+    """Compare, and count the case in the session report (its workload as vLLM served it too). Also
+    kvproof's decode runs against its own step-by-step path (``step_by_step_differences``)."""
+    differences = compare(vllm, kvproof) + step_by_step_differences(geometry, kvproof)
     report.record(test, geometry, differences)
     report.record_workload(test, vllm)
     return differences
