@@ -36,7 +36,8 @@ geometry states those two backends in ``platform_alignment``.
 
 from __future__ import annotations
 
-from ..models.geometry import MultipleOf, dtype_size
+from ..formulas.dtypes import dtype_size
+from ..models.geometry import MultipleOf
 from .common import Layer, Model, Parallel, check_attention_heads
 from .hf import CONFIG_ARCH, CONFIG_FIELD, ConfigError, HFConfig
 
