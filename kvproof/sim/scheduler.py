@@ -45,7 +45,7 @@ Ported (synchronous scheduling, FCFS policy, a text-only decoder model that samp
   roll ``num_computed_tokens`` back (2333-2350), the sampled token is appended and ``check_stop``
   (``v1/core/sched/utils.py:96-140``: ``num_tokens >= max_model_len`` or ``num_output_tokens >=
   max_tokens``) decides (2385-2397, ``_update_request_with_output`` 2744-2770), ``cache_blocks`` after
-  a speculative step (2392-2400), a stopped request is freed (2462-2476, ``_free_request`` 3031-3062)
+  a speculative step (2399-2415), a stopped request is freed (2462-2476, ``_free_request`` 3031-3062)
   and leaves ``running`` (2524-2525, ``remove_all`` ``utils.py:64-93``).
 * ``add_request`` (2931-2962) and ``FCFSRequestQueue`` (``request_queue.py:77-131``).
 * The input processor's prompt-length check (``v1/engine/input_processor.py:557-599``): a prompt of
@@ -845,7 +845,7 @@ class Scheduler:
                     stopped = True
                     request.num_computed_tokens -= len(generated) - num_new
                     break
-            if cache_after_spec and status_before_stop == _RUNNING:  # 2392-2400
+            if cache_after_spec and status_before_stop == _RUNNING:  # 2399-2415
                 manager_cache = self.kv_cache_manager.cache_blocks
                 manager_cache(request, request.num_computed_tokens - request.num_in_flight_tokens)
             if stopped:
