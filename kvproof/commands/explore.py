@@ -70,14 +70,8 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     except (ValueError, LookupError, json.JSONDecodeError) as exc:
         sys.stderr.write(f"kvproof explore: {exc}\n")
         return EXIT_USAGE
-    if output and result.document:
-        from ..output import OutputError, write_file
-
-        try:
-            write_file(output, result.document)
-        except (OutputError, OSError) as exc:
-            sys.stderr.write(f"kvproof explore: cannot write {output}: {getattr(exc, 'strerror', None) or exc}\n")
-            return EXIT_USAGE
+    if output and result.document and not write_document(output, result.document):
+        return EXIT_USAGE
     if fmt == "json":
         payload = result.to_json()
         payload["document"] = json.loads(result.document) if result.document else None
@@ -96,3 +90,16 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     if result.status in ("infeasible", "unbounded", "mismatch"):
         return EXIT_NO_OPTIMUM
     return EXIT_UNKNOWN
+
+
+def write_document(output: str, text: str) -> bool:
+    """Write explore's optimal document to ``-o`` (atomic, kvproof.output); False (said on stderr)
+    when it cannot be written."""
+    from ..output import OutputError, write_file
+
+    try:
+        write_file(output, text)
+    except (OutputError, OSError) as exc:
+        sys.stderr.write(f"kvproof explore: cannot write {output}: {getattr(exc, 'strerror', None) or exc}\n")
+        return False
+    return True

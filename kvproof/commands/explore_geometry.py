@@ -19,6 +19,7 @@ def run(template: str, objective: str, direction: str, open_fields: tuple[str, .
     from ..models.codec import parse_json
     from ..models.documents import read_document
     from ..solver.explore_geometry import DEFAULT_MAX_PLANS, GeometryExploreError, explore_geometry, render_text
+    from .explore import write_document
 
     tree = parse_json(read_document(template), template)  # loaded strictly by the caller already
     try:
@@ -27,14 +28,8 @@ def run(template: str, objective: str, direction: str, open_fields: tuple[str, .
     except GeometryExploreError as exc:
         sys.stderr.write(f"kvproof explore: {exc}\n")
         return EXIT_USAGE
-    if output and result.document:
-        from ..output import OutputError, write_file
-
-        try:
-            write_file(output, result.document)
-        except (OutputError, OSError) as exc:
-            sys.stderr.write(f"kvproof explore: cannot write {output}: {getattr(exc, 'strerror', None) or exc}\n")
-            return EXIT_USAGE
+    if output and result.document and not write_document(output, result.document):
+        return EXIT_USAGE
     if fmt == "json":
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:

@@ -22,8 +22,8 @@ vLLM 0.33.0 (vllm/model_executor/models/falcon_h1.py):
 from __future__ import annotations
 
 from .common import Layer, Parallel, check_attention_heads, kv_heads_per_rank
-from .hf import CONFIG_FIELD, ConfigError, HFConfig
-from .mamba import mamba2_state, mamba_layer, state_dtypes
+from .hf import HFConfig
+from .mamba import mamba2_heads_state, mamba_layer, state_dtypes
 
 __all__ = ["ARCHITECTURES"]
 
@@ -38,20 +38,7 @@ def falcon_h1(config: HFConfig, parallel: Parallel) -> list[Layer]:
         intermediate = 1024
     else:
         intermediate = config.int("mamba_d_ssm", None, minimum=1) or int(config.int("mamba_expand", 2) * hidden)
-    n_heads = config.int("mamba_n_heads", 128, minimum=1)
-    if intermediate % n_heads != 0:
-        raise ConfigError(CONFIG_FIELD, config.key_path("mamba_n_heads"),
-                          "mamba_n_heads must divide mamba_expand * hidden_size", config.file)
-    d_head = intermediate // n_heads if config.raw("mamba_d_head", "auto") == "auto" else config.int("mamba_d_head")
-    if d_head * n_heads != intermediate:
-        raise ConfigError(CONFIG_FIELD, config.key_path("mamba_d_head"),
-                          "The dimensions for the Mamba head state do not match the model intermediate_size",
-                          config.file)
-    shapes = mamba2_state(config, parallel.tp, intermediate_size=intermediate,
-                          n_groups=config.int("mamba_n_groups", 1, minimum=1), num_heads=n_heads, head_dim=d_head,
-                          state_size=config.int("mamba_d_state", 256, minimum=1),
-                          conv_kernel=config.int("mamba_d_conv", 4, minimum=1),
-                          heads_key="mamba_n_heads", groups_key="mamba_n_groups")
+    shapes = mamba2_heads_state(config, parallel.tp, intermediate)
     if "num_key_value_heads" in config.tree and not config.has("num_key_value_heads"):
         kv_key = "num_attention_heads"  # null: the heads (configuration_falcon_h1.py:105-106)
     else:

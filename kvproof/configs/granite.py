@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from .common import Layer, Parallel, check_attention_heads, kv_heads_per_rank
 from .hf import CONFIG_FIELD, ConfigError, HFConfig
-from .mamba import mamba2_state, mamba_layer, state_dtypes
+from .mamba import mamba2_heads_state, mamba_layer, state_dtypes
 
 __all__ = ["ARCHITECTURES"]
 
@@ -46,20 +46,7 @@ def granite_hybrid(config: HFConfig, parallel: Parallel) -> list[Layer]:
     check_attention_heads(config, heads, "num_attention_heads", parallel.tp)
     dtype = config.model_dtype()
     intermediate = config.int("mamba_expand", 2, minimum=1) * hidden
-    n_heads = config.int("mamba_n_heads", 128, minimum=1)
-    if intermediate % n_heads != 0:
-        raise ConfigError(CONFIG_FIELD, config.key_path("mamba_n_heads"),
-                          "mamba_n_heads must divide mamba_expand * hidden_size", config.file)
-    d_head = intermediate // n_heads if config.raw("mamba_d_head", "auto") == "auto" else config.int("mamba_d_head")
-    if d_head * n_heads != intermediate:
-        raise ConfigError(CONFIG_FIELD, config.key_path("mamba_d_head"),
-                          "The dimensions for the Mamba head state do not match the model intermediate_size",
-                          config.file)
-    shapes = mamba2_state(config, parallel.tp, intermediate_size=intermediate,
-                          n_groups=config.int("mamba_n_groups", 1, minimum=1), num_heads=n_heads, head_dim=d_head,
-                          state_size=config.int("mamba_d_state", 256, minimum=1),
-                          conv_kernel=config.int("mamba_d_conv", 4, minimum=1),
-                          heads_key="mamba_n_heads", groups_key="mamba_n_groups")
+    shapes = mamba2_heads_state(config, parallel.tp, intermediate)
     kv_key = "num_key_value_heads" if config.has("num_key_value_heads") else "num_attention_heads"
     kv_heads = kv_heads_per_rank(config, config.int(kv_key, minimum=1), kv_key, parallel.tp)
     layers = []

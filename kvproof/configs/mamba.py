@@ -13,10 +13,10 @@ settings; a geometry leaves them to the planner.
 from __future__ import annotations
 
 from .common import Layer, divide, frozen
-from .hf import CONFIG_PARALLEL, ConfigError, HFConfig
+from .hf import CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
 
-__all__ = ["mamba1_state", "extra_groups_for_head_shards", "mamba2_state", "gated_delta_net_state", "state_dtypes",
-           "mamba_layer"]
+__all__ = ["mamba1_state", "extra_groups_for_head_shards", "mamba2_state", "mamba2_heads_state", "gated_delta_net_state",
+           "state_dtypes", "mamba_layer"]
 
 
 def mamba1_state(config: HFConfig, tp: int, *, intermediate_size: int, state_size: int, conv_kernel: int,
@@ -49,6 +49,25 @@ def mamba2_state(config: HFConfig, tp: int, *, intermediate_size: int, n_groups:
     temporal = [num_heads // tp, head_dim, state_size]
     return conv, temporal
 
+
+
+def mamba2_heads_state(config: HFConfig, tp: int, intermediate: int):
+    """:func:`mamba2_state` of a config that names its Mamba-2 heads ``mamba_n_heads`` and
+    ``mamba_d_head`` (Granite 4.0-H, Falcon-H1), with the checks vLLM's model config makes of them."""
+    n_heads = config.int("mamba_n_heads", 128, minimum=1)
+    if intermediate % n_heads != 0:
+        raise ConfigError(CONFIG_FIELD, config.key_path("mamba_n_heads"),
+                          "mamba_n_heads must divide mamba_expand * hidden_size", config.file)
+    d_head = intermediate // n_heads if config.raw("mamba_d_head", "auto") == "auto" else config.int("mamba_d_head")
+    if d_head * n_heads != intermediate:
+        raise ConfigError(CONFIG_FIELD, config.key_path("mamba_d_head"),
+                          "The dimensions for the Mamba head state do not match the model intermediate_size",
+                          config.file)
+    return mamba2_state(config, tp, intermediate_size=intermediate,
+                        n_groups=config.int("mamba_n_groups", 1, minimum=1), num_heads=n_heads, head_dim=d_head,
+                        state_size=config.int("mamba_d_state", 256, minimum=1),
+                        conv_kernel=config.int("mamba_d_conv", 4, minimum=1),
+                        heads_key="mamba_n_heads", groups_key="mamba_n_groups")
 
 def gated_delta_net_state(config: HFConfig, tp: int, *, num_k_heads: int, num_v_heads: int, head_k_dim: int,
                           head_v_dim: int, conv_kernel: int):
