@@ -26,10 +26,11 @@ def run(
     examples: str | None = None,
     jobs: int | None = None,
     timings: bool = False,
+    executor: str | None = None,
 ) -> int:
     from ..rules.registry import all_rules as registry
     from ..solver.engine import Config
-    from ..solver.prove import Prover, summary_line, to_json, write_witness
+    from ..solver.prove import Prover, to_json
     from ..solver.shapes import Bound
 
     rules = registry()
@@ -61,17 +62,16 @@ def run(
         sys.stderr.write("kvproof prove: --jobs must be at least 1\n")
         return EXIT_USAGE
 
-    if redundant:
-        return _redundant(prover, selected, fmt, jobs, timings)
+    from ..executor import ExecutorError, executor_for
 
-    results = []
-    for result in tracked(_results(prover, selected, "prove", jobs), "prove", len(selected), _rule, finished=True):
-        if witness_dir and result.verdict == "reachable":
-            result.witness = write_witness(Path(witness_dir), result)
-        results.append(result)
-        if fmt == "text":
-            sys.stdout.write(summary_line(result, timings) + "\n")
-            sys.stdout.flush()
+    try:
+        with executor_for(executor, jobs if len(selected) > 1 else 1) as pool:
+            if redundant:
+                return _redundant(prover, selected, fmt, pool, timings)
+            results = _proved(prover, selected, fmt, pool, witness_dir, timings)
+    except ExecutorError as exc:  # no cluster extra or scheduler; a worker with other code or examples
+        sys.stderr.write(f"kvproof prove: {exc}\n")
+        return EXIT_USAGE
     if fmt == "json":
         sys.stdout.write(to_json(results, timings))
     elif fmt in ("sarif", "github"):  # kvproof.report: a finding per contrary or unknown verdict
@@ -97,6 +97,20 @@ def run(
     if any(r.verdict == "unknown" for r in results):
         return EXIT_UNKNOWN
     return EXIT_OK
+
+
+def _proved(prover, selected, fmt: str, pool, witness_dir: str | None, timings: bool) -> list:
+    from ..solver.prove import summary_line, write_witness
+
+    results = []
+    for result in tracked(_results(prover, selected, "prove", pool), "prove", len(selected), _rule, finished=True):
+        if witness_dir and result.verdict == "reachable":
+            result.witness = write_witness(Path(witness_dir), result)
+        results.append(result)
+        if fmt == "text":
+            sys.stdout.write(summary_line(result, timings) + "\n")
+            sys.stdout.flush()
+    return results
 
 
 def run_table(timeout: float = 10.0, fmt: str = "text") -> int:
@@ -133,85 +147,66 @@ def _jobs_from_env() -> int:
         return 1
 
 
-# -- several processes: rules are independent questions; each process keeps its own sessions --
+# -- units: rules are independent questions, one rule per unit (kvproof.executor) --
 
-_WORKER: dict = {}
-
-
-def _init_worker(bound, config, examples) -> None:
-    import signal
-
+def prove_unit(kind: str, rule_id: str, bound, config, examples: str | None, digest: str | None = None):
+    """One rule's verdict (``kind`` prove) or redundancy, in whichever process runs it: the prover
+    of this process for these settings (the parent's, inherited by a fork, or built here). A rule
+    is never split: its shapes are asked in one order, the cores of earlier shapes steering later
+    ones, so its result does not depend on where or beside which rules it runs. ``digest``: the
+    example documents the submitting process reads; a worker that reads others refuses."""
+    from ..executor import ExecutorError, process_state
     from ..solver.prove import Prover
 
-    # Ctrl-C is the parent's to handle: it ends the workers itself (a worker that raised
-    # KeyboardInterrupt would only hand it back as a result and take the next rule)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if "parent" in _WORKER:  # forked: the parent's prover, its pins closed and its shapes built
-        _WORKER["prover"] = _WORKER["parent"]
-        return
-    _WORKER["prover"] = Prover(None, bound, config, examples)
-
-
-def _work(task: tuple):
-    kind, rule_id = task
-    prover = _WORKER["prover"]
+    if digest is not None and process_state(("kvproof.prove.examples", examples),
+                                            lambda: _examples_digest(examples)) != digest:
+        raise ExecutorError(f"this worker's example documents ({examples or 'the bundled examples or KVPROOF_EXAMPLES'})"
+                            " differ from the submitting process's: the shapes would differ (docs/scale.md)")
+    prover = process_state(_prover_key(bound, config, examples),
+                           lambda: Prover(None, bound, config, Path(examples) if examples else None))
     rule = next(r for r in prover.rules if r.id == rule_id)
     return prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
 
 
-def _results(prover, selected, kind: str, jobs: int):
-    """Results in registry order; with ``jobs`` > 1 from a process pool (each process proves the
-    rules handed to it with its own Prover, forked from this one where the platform forks; the
-    order and the bytes of the output do not change)."""
+def _prover_key(bound, config, examples: str | None) -> tuple:
+    import attrs
+
+    return "kvproof.prove.prover", bound, attrs.astuple(config), examples
+
+
+def _examples_digest(examples: str | None) -> str:
+    from ..executor import folder_digest
+    from ..solver.shapes import examples_dir
+
+    return folder_digest(Path(examples) if examples else examples_dir(), "*.json")
+
+
+def _results(prover, selected, kind: str, pool):
+    """Results in registry order, from ``pool`` (kvproof.executor): here, from local processes
+    forked from this one, or from a cluster's workers; the order and the bytes of the output do
+    not change."""
+    from ..executor import InProcess, results_in_order, seeded
+
+    examples = str(prover.examples) if prover.examples else None
+    remote = getattr(pool, "kvproof_address", None) is not None
+    digest = _examples_digest(examples) if remote else None
+    units = [(kind, rule.id, prover.bound, prover.config, examples, digest) for rule in selected]
+    # a rule expected dead searches every shape of the bound (the long pole): it goes first
+    first = None if isinstance(pool, InProcess) else sorted(range(len(selected)), key=lambda i: selected[i].expect != "dead")
+    if remote:  # the workers build their own provers: this process needs no pins
+        yield from results_in_order(pool, prove_unit, units, first)
+        return
     # the pins of the kinds these rules read, once, before the first rule (and the fork)
     prover.close_pins(sorted({k for rule in selected for k in rule.over.kinds}))
-    if jobs <= 1 or len(selected) <= 1:
-        for rule in selected:
-            yield prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-    if context is not None:
-        _WORKER["parent"] = prover  # every process starts from these shapes
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
-                               initargs=(prover.bound, prover.config, prover.examples))
-    try:
-        # a rule expected dead searches every shape of the bound (the long pole): it goes
-        # first. A rule is never split among processes: its shapes are asked in one order,
-        # the cores of earlier shapes steering later ones, so its result does not depend on
-        # --jobs.
-        first = sorted(selected, key=lambda r: r.expect != "dead")
-        futures = {rule.id: pool.submit(_work, (kind, rule.id)) for rule in first}
-        for rule in selected:
-            yield futures[rule.id].result()
-    except BaseException:
-        _stop(pool)  # Ctrl-C (or a broken pipe): no rule is waited for
-        raise
-    else:
-        pool.shutdown(wait=True)
-    finally:
-        _WORKER.pop("parent", None)
+    with seeded(_prover_key(prover.bound, prover.config, examples), prover):
+        yield from results_in_order(pool, prove_unit, units, first)
 
 
-def _stop(pool) -> None:
-    """End the pool now: drop the queued rules and terminate the workers this run started (by
-    their process ids; a worker inside a z3 call would otherwise finish it first)."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=1)
-
-
-def _redundant(prover, selected, fmt: str, jobs: int = 1, timings: bool = False) -> int:
+def _redundant(prover, selected, fmt: str, pool, timings: bool = False) -> int:
     import json
 
     results = []
-    for result in tracked(_results(prover, selected, "redundancy", jobs), "redundancy", len(selected), _rule,
+    for result in tracked(_results(prover, selected, "redundancy", pool), "redundancy", len(selected), _rule,
                           finished=True):
         results.append(result)
         if fmt == "text":
