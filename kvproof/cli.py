@@ -203,6 +203,12 @@ def jobs_option(what: str):
                         envvar="KVPROOF_JOBS", show_envvar=True, help=f"Processes for {what}.")
 
 
+def executor_option(what: str):
+    return click.option("--executor", metavar="ADDRESS", default="local", show_default=True,
+                        help=f"Where {what} run: local (the --jobs pool), or a Dask scheduler such as "
+                             "tcp://host:8786 (pip install 'kvproof[cluster]'; docs/scale.md).")
+
+
 def examples_option(func):
     return click.option("--examples", type=click.Path(file_okay=False),
                         help="A folder of example documents (DIR/*/*.json) the shapes come from "
@@ -384,20 +390,24 @@ def schema(kind: str) -> None:
                    "made only when something fails].")
 @deprecated_alias("--out", "--output", "out", type=click.Path(file_okay=False))
 @jobs_option("the mutation campaign")
+@executor_option("the mutation campaign's batches")
 @click.option("--strict", is_flag=True, help="Known gaps and known parity differences fail too.")
 @click.option("--fixtures", type=click.Path(file_okay=False), help="Rule fixtures for ablation (default tests/rules).")
 @click.option("--geometries", type=click.IntRange(min=0), default=None,
               help="Random geometries synthesized into records that must be accepted [default: --count].")
 @click.option("--exhaustive", is_flag=True, help="Edit every element of every list and mapping (slow).")
+@click.option("--timings", is_flag=True, help="Add the campaigns' seconds and rates to the report (they differ run to run).")
 def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None,
-         jobs: int, strict: bool, fixtures: str | None, geometries: int | None, exhaustive: bool) -> None:
+         jobs: int, executor: str, strict: bool, fixtures: str | None, geometries: int | None, exhaustive: bool,
+         timings: bool) -> None:
     """Fuzz the rules: single-field mutations of valid records and profiles (PATHs; default the
     bundled examples), concrete/z3 parity, and rule ablation. Exit 0 ok, 1 failures (each written
     to --output with the `kvproof check` command that reproduces it), 2 bad input."""
     _solver_interrupts()
     from .commands.fuzz import run
 
-    sys.exit(run(paths, campaign, examples, seed, fmt, out, jobs, strict, fixtures, geometries, exhaustive))
+    sys.exit(run(paths, campaign, examples, seed, fmt, out, jobs, strict, fixtures, geometries, exhaustive,
+                 executor=executor, timings=timings))
 
 
 @cli.command()
@@ -415,11 +425,12 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.option("--redundant", is_flag=True, help="Report the rules the other rules imply instead.")
 @examples_option
 @jobs_option("the rules (one rule per process)")
+@executor_option("the rules (one rule per unit)")
 @click.option("--table", is_flag=True,
               help="Prove the state support table instead: every row reachable, rows disjoint, the table total.")
 @click.option("--timings", is_flag=True, help="Add each rule's seconds to the report (they differ run to run).")
 def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
-          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int,
+          fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int, executor: str,
           table: bool, timings: bool) -> None:
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
@@ -437,7 +448,8 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
 
     if table:
         sys.exit(run_table(timeout, fmt))
-    sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples, jobs, timings))
+    sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples, jobs, timings,
+                 executor))
 
 
 @cli.command()

@@ -16,7 +16,8 @@
 #    200) planning geometries per model family, KVPROOF_REQUESTS_RANDOM (default 40) random workloads,
 #    KVPROOF_REQUESTS_HYPOTHESIS (default 400) generated requests cases (tight pools that preempt
 #    included). A disagreement fails the step; the summary prints it with its shrunk geometry and
-#    differing keys (also in out/conformance-report.json).
+#    differing keys (also in out/conformance-report.json). Also tests/test_executor.py's conformance
+#    sample: the same report on the local pool and on a 2-worker Dask cluster (docs/scale.md).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -54,7 +55,7 @@ status=0
 KVPROOF_ORACLE_PYTHON="$venv/bin/python" KVPROOF_CONFORMANCE_REQUIRED=1 KVPROOF_REQUESTS_SEED="$seed" \
   KVPROOF_CONFORMANCE_EXAMPLES="$planning" KVPROOF_REQUESTS_RANDOM="$random_cases" \
   KVPROOF_REQUESTS_HYPOTHESIS="$requests_cases" \
-  python -m pytest -m conformance tests/conformance -p no:cacheprovider -q \
+  python -m pytest -m conformance tests/conformance tests/test_executor.py -p no:cacheprovider -q \
   --hypothesis-seed="$seed" -o addopts="" || status=$?
 if [[ $status -eq 5 ]]; then
   log "pytest collected no conformance test: that is a failure here"

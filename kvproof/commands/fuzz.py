@@ -50,6 +50,8 @@ class FuzzRun:
     failures: list[Failure] = attrs.field(factory=list)
     notes: list[str] = attrs.field(factory=list)
     strict: bool = False
+    #: The campaigns' seconds and rates in the report (``--timings``; they differ run to run).
+    timings: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -108,14 +110,16 @@ class Artifacts:
 
 def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: int = 0, out: str | None = None,
             jobs: int = 1, strict: bool = False, fixtures: str | None = None, progress: bool = False,
-            geometries: int | None = None, exhaustive: bool = False) -> FuzzRun:
-    """Run the campaigns; raise :class:`InputError` for inputs that do not load."""
+            geometries: int | None = None, exhaustive: bool = False, executor: str | None = None,
+            timings: bool = False) -> FuzzRun:
+    """Run the campaigns; raise :class:`InputError` for inputs that do not load, and
+    :class:`kvproof.executor.ExecutorError` when ``executor`` cannot run the mutation batches."""
     from ..fuzz import ablation as ablation_mod
     from ..fuzz import parity as parity_mod
     from ..fuzz.campaigns import collect_inputs, run_mutation
     from ..rules.registry import all_rules
 
-    run = FuzzRun(list(paths), campaign, examples, seed, strict=strict)
+    run = FuzzRun(list(paths), campaign, examples, seed, strict=strict, timings=timings)
     record_sets, geometry_inputs = collect_inputs(paths)
     rules = all_rules()
     out_dir = Artifacts(out)
@@ -125,7 +129,7 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
             run.mutation = run_mutation(record_sets, geometry_inputs, random_count=examples, seed=seed, progress=update,
                                         strategy_geometries=(examples if geometries is None else geometries)
                                         if campaign in ("mutation", "all") else 0,
-                                        jobs=jobs, exhaustive=exhaustive)
+                                        jobs=jobs, exhaustive=exhaustive, executor=executor)
         _mutation_failures(run, out_dir)
 
     if campaign in ("parity", "all"):
@@ -267,13 +271,15 @@ def render_text(run: FuzzRun) -> str:
         expect = {r.id: r.expect for r in all_rules()}
         lines.append("  rules never fired: " + (", ".join(f"{r}{' (expected dead)' if expect.get(r) == 'dead' else ''}"
                                                           for r in never) or "none"))
-        lines.append(f"  {s['seconds']} s")
+        if run.timings:
+            lines.append(f"  {s['seconds']} s")
     p = run.parity
     if p is not None:
         s = p.summary()
         lines.append("")
-        lines.append(f"parity: {s['examples']:,} inputs over {s['shapes']:,} shapes, {s['instances']:,} rule instances compared, "
-                     f"{s['examples_per_second']:,} inputs/s (shapes built in {s['shape_seconds']} s)")
+        lines.append(f"parity: {s['examples']:,} inputs over {s['shapes']:,} shapes, {s['instances']:,} rule instances compared"
+                     + (f", {s['examples_per_second']:,} inputs/s (shapes built in {s['shape_seconds']} s)"
+                        if run.timings else ""))
         from ..rules.registry import all_rules
 
         lines.append(f"  differences: {s['mismatches']:,} unexplained, {s['known']:,} known (docs/fuzz-findings.md)")
@@ -349,7 +355,15 @@ def render_json(run: FuzzRun) -> str:
         out["ablation"] = {**a.summary(), "rules": [r.to_json() for r in a.results]}
     out["notes"] = run.notes
     out["failures"] = [f.to_json() for f in run.failures]
+    if not run.timings:
+        for campaign in ("mutation", "parity", "ablation"):
+            for key in CLOCK_KEYS:
+                out.get(campaign, {}).pop(key, None)
     return json.dumps(out, indent=2) + "\n"
+
+
+#: The summary keys that read the clock: in the report only with ``--timings``.
+CLOCK_KEYS = ("seconds", "shape_seconds", "examples_per_second")
 
 
 def _findings(run: FuzzRun) -> list:
@@ -393,7 +407,8 @@ def unloadable(paths: list[str]) -> list:
 
 
 def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None, jobs: int,
-        strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False) -> int:
+        strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False,
+        executor: str | None = None, timings: bool = False) -> int:
     from ..terminal import progress_enabled
 
     chosen = list(paths) or default_paths()
@@ -409,9 +424,15 @@ def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: st
         for diagnostic in problems:
             sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")
         return EXIT_BAD_INPUT
+    from ..executor import ExecutorError
+
     try:
         result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,
-                         progress=progress_enabled(), geometries=geometries, exhaustive=exhaustive)
+                         progress=progress_enabled(), geometries=geometries, exhaustive=exhaustive,
+                         executor=executor, timings=timings)
+    except ExecutorError as exc:
+        sys.stderr.write(f"kvproof fuzz: {exc}\n")
+        return EXIT_BAD_INPUT
     except InputError as exc:
         for diagnostic in exc.diagnostics:
             sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")

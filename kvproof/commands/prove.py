@@ -26,10 +26,11 @@ def run(
     examples: str | None = None,
     jobs: int | None = None,
     timings: bool = False,
+    executor: str | None = None,
 ) -> int:
     from ..rules.registry import all_rules as registry
     from ..solver.engine import Config
-    from ..solver.prove import Prover, summary_line, to_json, write_witness
+    from ..solver.prove import Prover, to_json
     from ..solver.shapes import Bound
 
     rules = registry()
@@ -66,17 +67,16 @@ def run(
 
         check_destination(witness_dir, [n for r in selected for n in (f"{r.id}.json", f"{r.id}/w.json")])
 
-    if redundant:
-        return _redundant(prover, selected, fmt, jobs, timings)
+    from ..executor import ExecutorError, executor_for
 
-    results = []
-    for result in tracked(_results(prover, selected, "prove", jobs), "prove", len(selected), _rule, finished=True):
-        if witness_dir and result.verdict == "reachable":
-            result.witness = write_witness(Path(witness_dir), result)
-        results.append(result)
-        if fmt == "text":
-            sys.stdout.write(summary_line(result, timings) + "\n")
-            sys.stdout.flush()
+    try:
+        with executor_for(executor, jobs if len(selected) > 1 else 1) as pool:
+            if redundant:
+                return _redundant(prover, selected, fmt, pool, jobs, timings)
+            results = _proved(prover, selected, fmt, pool, jobs, witness_dir, timings)
+    except ExecutorError as exc:  # no cluster extra or scheduler; a worker with other code or examples
+        sys.stderr.write(f"kvproof prove: {exc}\n")
+        return EXIT_USAGE
     if fmt == "json":
         sys.stdout.write(to_json(results, timings))
     elif fmt in ("sarif", "github"):  # kvproof.report: a finding per contrary or unknown verdict
@@ -102,6 +102,20 @@ def run(
     if any(r.verdict == "unknown" for r in results):
         return EXIT_UNKNOWN
     return EXIT_OK
+
+
+def _proved(prover, selected, fmt: str, pool, jobs: int, witness_dir: str | None, timings: bool) -> list:
+    from ..solver.prove import summary_line, write_witness
+
+    results = []
+    for result in tracked(_results(prover, selected, "prove", pool, jobs), "prove", len(selected), _rule, finished=True):
+        if witness_dir and result.verdict == "reachable":
+            result.witness = write_witness(Path(witness_dir), result)
+        results.append(result)
+        if fmt == "text":
+            sys.stdout.write(summary_line(result, timings) + "\n")
+            sys.stdout.flush()
+    return results
 
 
 def run_table(timeout: float = 10.0, fmt: str = "text") -> int:
@@ -138,94 +152,85 @@ def _jobs_from_env() -> int:
         return 1
 
 
-# -- several processes: rules are independent questions; each process keeps its own sessions --
+# -- units: rules are independent questions, one rule per unit (kvproof.executor) --
 
-_WORKER: dict = {}
-
-
-def _init_worker(bound, config, examples) -> None:
-    import signal
-
+def prove_unit(kind: str, rule_ids: tuple[str, ...], bound, config, examples: str | None,
+               digest: str | None = None) -> list:
+    """The verdicts (``kind`` prove) or redundancy of these rules, in registry order, in whichever
+    process runs them: the prover of this process for these settings (the parent's, inherited by a
+    fork, or built here), which closes the pins of the kinds they read lazily. A rule is never
+    split: its shapes are asked in one order, the cores of earlier shapes steering later ones, so
+    its result does not depend on where or beside which rules it runs. ``digest``: the example
+    documents the submitting process reads; a worker that reads others refuses."""
+    from ..executor import ExecutorError, process_state
     from ..solver.prove import Prover
 
-    # Ctrl-C is the parent's to handle: it ends the workers itself (a worker that raised
-    # KeyboardInterrupt would only hand it back as a result and take the next rule)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if "parent" in _WORKER:  # forked: the parent's prover, its pins closed and its shapes built
-        _WORKER["prover"] = _WORKER["parent"]
-        return
-    _WORKER["prover"] = Prover(None, bound, config, examples)
+    if digest is not None and process_state(("kvproof.prove.examples", examples),
+                                            lambda: _examples_digest(examples)) != digest:
+        raise ExecutorError(f"this worker's example documents ({examples or 'the bundled examples or KVPROOF_EXAMPLES'})"
+                            " differ from the submitting process's: the shapes would differ (docs/scale.md)")
+    prover = process_state(_prover_key(bound, config, examples),
+                           lambda: Prover(None, bound, config, Path(examples) if examples else None))
+    by_id = {r.id: r for r in prover.rules}
+    return [prover.prove(by_id[i]) if kind == "prove" else prover.redundancy(by_id[i]) for i in rule_ids]
 
 
-def _work(task: tuple):
-    kind, rule_id = task
-    prover = _WORKER["prover"]
-    rule = next(r for r in prover.rules if r.id == rule_id)
-    return prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
+def _prover_key(bound, config, examples: str | None) -> tuple:
+    import attrs
+
+    return "kvproof.prove.prover", bound, attrs.astuple(config), examples
 
 
-def _results(prover, selected, kind: str, jobs: int):
-    """Results in registry order; with ``jobs`` > 1 from a process pool (each process proves the
-    rules handed to it with its own Prover, forked from this one where the platform forks; the
-    order and the bytes of the output do not change)."""
+def _examples_digest(examples: str | None) -> str:
+    from ..executor import folder_digest
+    from ..solver.shapes import examples_dir
+
+    return folder_digest(Path(examples) if examples else examples_dir(), "*.json")
+
+
+def _results(prover, selected, kind: str, pool, jobs: int = 1):
+    """Results in registry order, from ``pool`` (kvproof.executor): here, from local processes
+    forked from this one, or from a cluster's workers; the order and the bytes of the output do
+    not change.
+
+    Locally the unit is a group of rules (:func:`kvproof.solver.prove.job_groups`): the rules
+    reading a document kind share one process, which closes that kind's pins once (most of a
+    kind's cost); a parent closing every kind before it forks would pay them serially. On a
+    cluster the unit is one rule, each worker closing the pins of the kinds it meets."""
+    from ..executor import InProcess, results_in_order, seeded
     from ..solver.prove import job_groups
 
-    groups = [selected] if jobs <= 1 or len(selected) <= 1 else job_groups(prover, selected, jobs)
-    if len(groups) == 1:
-        # the pins of the kinds these rules read, once, before the first rule (and the fork);
-        # with several groups each process closes the pins of its own kinds (job_groups)
-        prover.close_pins(sorted({k for rule in selected for k in rule.over.kinds}))
-    if jobs <= 1 or len(selected) <= 1:
-        for rule in selected:
-            yield prover.prove(rule) if kind == "prove" else prover.redundancy(rule)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-    if context is not None:
-        _WORKER["parent"] = prover  # every process starts from these shapes
-    # one process per group (a pool of one each), or every process for the one group
-    pools = [ProcessPoolExecutor(max_workers=jobs if len(groups) == 1 else 1, mp_context=context,
-                                 initializer=_init_worker, initargs=(prover.bound, prover.config, prover.examples))
-             for _ in groups]
-    try:
-        # a rule expected dead searches every shape of the bound (the long pole): it goes
-        # first. A rule is never split among processes: its shapes are asked in one order,
-        # the cores of earlier shapes steering later ones, so its result does not depend on
-        # --jobs.
-        futures = {rule.id: pool.submit(_work, (kind, rule.id))
-                   for pool, group in zip(pools, groups) for rule in sorted(group, key=lambda r: r.expect != "dead")}
-        for rule in selected:
-            yield futures[rule.id].result()
-    except BaseException:
-        for pool in pools:
-            _stop(pool)  # Ctrl-C (or a broken pipe): no rule is waited for
-        raise
+    examples = str(prover.examples) if prover.examples else None
+    remote = getattr(pool, "kvproof_address", None) is not None
+    digest = _examples_digest(examples) if remote else None
+    if isinstance(pool, InProcess) or remote or jobs <= 1:  # one rule a unit: results as they come
+        groups = [[rule] for rule in selected]
     else:
-        for pool in pools:
-            pool.shutdown(wait=True)
-    finally:
-        _WORKER.pop("parent", None)
+        groups = job_groups(prover, selected, jobs)
+    units = [(kind, tuple(r.id for r in group), prover.bound, prover.config, examples, digest) for group in groups]
+    # a group holding a rule expected dead searches every shape of the bound (the long pole): it goes first
+    first = sorted(range(len(groups)), key=lambda i: all(r.expect != "dead" for r in groups[i]))
+    ready: dict[str, object] = {}
+    pending = iter(selected)
+    upcoming = next(pending, None)
+
+    def drain():  # yield, in registry order, every result whose predecessors are in
+        nonlocal upcoming
+        while upcoming is not None and upcoming.id in ready:
+            yield ready.pop(upcoming.id)
+            upcoming = next(pending, None)
+
+    with seeded(_prover_key(prover.bound, prover.config, examples), prover):
+        for group, results in zip(groups, results_in_order(pool, prove_unit, units, first)):
+            ready.update({r.id: result for r, result in zip(group, results)})
+            yield from drain()
 
 
-def _stop(pool) -> None:
-    """End the pool now: drop the queued rules and terminate the workers this run started (by
-    their process ids; a worker inside a z3 call would otherwise finish it first)."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=1)
-
-
-def _redundant(prover, selected, fmt: str, jobs: int = 1, timings: bool = False) -> int:
+def _redundant(prover, selected, fmt: str, pool, jobs: int, timings: bool = False) -> int:
     import json
 
     results = []
-    for result in tracked(_results(prover, selected, "redundancy", jobs), "redundancy", len(selected), _rule,
+    for result in tracked(_results(prover, selected, "redundancy", pool, jobs), "redundancy", len(selected), _rule,
                           finished=True):
         results.append(result)
         if fmt == "text":

@@ -20,6 +20,7 @@ The mutation campaign, per record set:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -417,8 +418,20 @@ def _stable_hash(text: str) -> int:
 def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]] = (), random_count: int = 0,
                  seed: int = 0, progress: Callable[[int, int], None] | None = None,
                  strategy_geometries: int = 0, jobs: int = 1, sample: int | None = None,
-                 exhaustive: bool = False) -> MutationReport:
-    """The mutation campaign over record sets (and the acceptance of synthesized records)."""
+                 exhaustive: bool = False, executor: str | None = None) -> MutationReport:
+    """The mutation campaign over record sets (and the acceptance of synthesized records); the
+    mutants run in batches on ``executor`` (kvproof.executor: ``local`` with ``jobs`` processes,
+    or a cluster's address)."""
+    from ..executor import executor_for
+
+    with executor_for(executor, jobs) as pool:  # an address that cannot serve is refused before any work
+        return _mutation(record_sets, geometries, random_count, seed, progress, strategy_geometries, sample,
+                         exhaustive, pool)
+
+
+def _mutation(record_sets: list[RecordSet], geometries, random_count: int, seed: int,
+              progress: Callable[[int, int], None] | None, strategy_geometries: int, sample: int | None,
+              exhaustive: bool, pool) -> MutationReport:
     start = time.perf_counter()
     report = MutationReport(sets=[s.name for s in record_sets])
     report.record_sets = {s.name: s for s in record_sets}
@@ -439,9 +452,22 @@ def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]]
              for record_set in accepted_sets
              for index, edit, is_random in plan_edits(record_set, vocabulary, random_count, seed, report.twins,
                                                       sample, exhaustive)]
+    accepted = _evaluate_mutants(report, items, pool, progress)
+    for record_set, index, outcome in accepted:
+        if outcome.status == "accepted":
+            classify(outcome, report.reads, record_set.documents[index].tree)
+    report.stale_gaps = _stale_gaps(report)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _evaluate_mutants(report: MutationReport, items: list[tuple], pool,
+                      progress: Callable[[int, int], None] | None) -> list[tuple[RecordSet, int, Outcome]]:
+    """Every mutant on its reduced set, then the accepted ones on the whole set; the outcomes go
+    to ``report``, and the accepted ones are returned."""
     accepted: list[tuple[RecordSet, int, Outcome]] = []
     tasks = [("reduced", name, index, edit) for name, index, edit, _ in items]
-    results = _evaluate_all(report.record_sets, tasks, jobs, progress)
+    results = _evaluate_all(report.record_sets, tasks, pool, progress)
     for (name, index, edit, is_random), (status, ids, detail, _) in zip(items, results):
         outcome = Outcome(name, edit, status, index=index, rules=ids, random=is_random, detail=detail)
         report.outcomes.append(outcome)
@@ -458,74 +484,88 @@ def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]]
         if trace:
             traced[pair] = traced.get(pair, 0) + 1
         tasks.append(("confirm", record_set.name, index, outcome.edit, trace))
-    results = _evaluate_all(report.record_sets, tasks, jobs, None)
+    results = _evaluate_all(report.record_sets, tasks, pool, None)
     for (record_set, index, outcome), (status, ids, detail, reads) in zip(accepted, results):
         if status != "accepted":
             outcome.status, outcome.rules, outcome.detail = status, ids, detail
         if reads:
             report.reads.merge(ReadLog(reads))
-    for record_set, index, outcome in accepted:
-        if outcome.status == "accepted":
-            classify(outcome, report.reads, record_set.documents[index].tree)
-    report.stale_gaps = _stale_gaps(report)
-    report.seconds = time.perf_counter() - start
-    return report
+    return accepted
 
-
-_POOL_SETS: dict[str, RecordSet] = {}
 
 #: Accepted mutants traced per field that no rule read in the accepted sets.
 TRACES_PER_FIELD = 1
+#: Mutants per unit (kvproof.executor): one record set's, so a unit carries that set alone.
+BATCH = 64
 
 
-def _run_task(task: tuple) -> tuple:
-    kind, name, index, edit = task[:4]
-    record_set = _POOL_SETS[name]
+def _run_task(record_set: RecordSet, task: tuple) -> tuple:
+    kind, index, edit = task[:3]
     if kind == "reduced":
         return (*evaluate(record_set, index, edit, reduced=True), None)
     status, ids, detail = "accepted", (), []
     if record_set.reduces(index):
         status, ids, detail = evaluate(record_set, index, edit)
     reads = None
-    if status == "accepted" and task[4]:
+    if status == "accepted" and task[3]:
         _, log = trace_check(mutant_documents(record_set, index, edit))
         reads = log.reads
     return status, ids, detail, reads
 
 
-def _evaluate_chunk(chunk: list[tuple]) -> list[tuple]:
-    return [_run_task(task) for task in chunk]
+def set_payload(record_set: RecordSet) -> tuple:
+    """A record set as plain data, ``(key, name, ((file, tree), ...))``: what a unit carries to
+    a process that has not loaded it (the key is the digest of the rest)."""
+    import hashlib
+
+    files = tuple((d.file, d.tree) for d in record_set.documents)
+    key = hashlib.sha256(json.dumps([record_set.name, files], sort_keys=True, default=repr).encode()).hexdigest()
+    return key, record_set.name, files
 
 
-def _evaluate_all(record_sets: dict[str, RecordSet], items: list[tuple], jobs: int,
+def _loaded_set(name: str, files: tuple) -> RecordSet:
+    documents = []
+    for file, tree in files:
+        document = load_tree(tree, file)
+        documents.append(InputDocument(file, document.kind, tree, document))
+    return RecordSet(name, documents)
+
+
+def mutation_batch(payload: tuple, tasks: list[tuple]) -> list[tuple]:
+    """A unit of the mutation campaign: ``(status, IDs, detail, reads)`` of each mutant of
+    ``tasks`` (``(kind, index, edit[, trace])``) of the record set ``payload``
+    (:func:`set_payload`), loaded once per process."""
+    from ..executor import process_state
+
+    key, name, files = payload
+    record_set = process_state(("kvproof.fuzz.set", key), lambda: _loaded_set(name, files))
+    return [_run_task(record_set, task) for task in tasks]
+
+
+def _evaluate_all(record_sets: dict[str, RecordSet], items: list[tuple], pool,
                   progress: Callable[[int, int], None] | None) -> list:
-    """Run mutant tasks in order, in ``jobs`` forked processes (results in input order, so the
-    report does not depend on ``jobs``)."""
-    total = len(items)
-    chunk_size = 64
-    chunks = [items[i:i + chunk_size] for i in range(0, total, chunk_size)]
-    results: list = []
-    _POOL_SETS.clear()
-    _POOL_SETS.update(record_sets)
-    pool = None
-    if jobs > 1 and len(chunks) > 1:
-        import multiprocessing
+    """Run mutant tasks ``(kind, set name, index, edit[, trace])`` in batches of one record set
+    each on ``pool`` (kvproof.executor); results in input order, so the report does not depend on
+    where they ran."""
+    from ..executor import InProcess, results_in_order, seeded
 
-        try:
-            pool = multiprocessing.get_context("fork").Pool(jobs)
-        except (ValueError, OSError):  # no fork on this platform: run serially
-            pool = None
-    try:
-        mapped = pool.imap(_evaluate_chunk, chunks) if pool is not None else map(_evaluate_chunk, chunks)
-        for chunk_results in mapped:
-            results.extend(chunk_results)
+    import itertools
+
+    payloads = {name: set_payload(record_set) for name, record_set in record_sets.items()}
+    units: list[tuple] = []
+    for name, run in itertools.groupby(items, key=lambda task: task[1]):  # a record set's mutants, in turn
+        tasks = [(task[0], *task[2:]) for task in run]
+        units += [(payloads[name], tasks[i:i + BATCH]) for i in range(0, len(tasks), BATCH)]
+    if len(units) <= 1 and getattr(pool, "kvproof_address", None) is None:
+        pool = InProcess()  # a local pool would only fork for one batch
+    results: list = []
+    with contextlib.ExitStack() as stack:
+        for name, record_set in record_sets.items():  # here and in forked workers: nothing to load
+            stack.enter_context(seeded(("kvproof.fuzz.set", payloads[name][0]), record_set))
+        for batch in results_in_order(pool, mutation_batch, units):
+            results.extend(batch)
             if progress is not None:
-                progress(len(results), total)
-    finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
-        _POOL_SETS.clear()
+                progress(len(results), len(items))
     return results
 
 
