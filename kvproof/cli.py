@@ -93,8 +93,9 @@ def _solver_interrupts() -> None:
     previous = sys.unraisablehook
 
     def _unraisable(unraisable) -> None:
-        if _is_interrupt(unraisable.exc_value):  # swallowed in a __del__: raise it again
-            signal.raise_signal(signal.SIGINT)
+        if _is_interrupt(unraisable.exc_value):  # swallowed in a __del__: deliver it again
+            # from another thread: raised here, inside the hook, it would be swallowed as well
+            threading.Thread(target=signal.raise_signal, args=(signal.SIGINT,), daemon=True).start()
             return
         if _SIGINT.is_set():
             return  # the interrupt's aftermath in a destructor: the command ends with 130 anyway
