@@ -360,3 +360,15 @@ def test_kimi_linear_kda_states_and_nope_mla_per_linear_attn_config():
     with pytest.raises(InputError, match=r"HF002 \$\.linear_attn_config\.use_full_rank_gate"):
         geometry_from_config(full_rank)
 
+
+def test_deepseek_mlp_that_tp_cannot_shard_is_refused():
+    """vLLM asserts every MLP shards evenly (layers/linear.py:731, layers/fused_moe/config.py:1352),
+    whatever the cache: transformers' own DeepseekV2Config default ``moe_intermediate_size`` 1407."""
+    config = dict(json.loads((KIMI / "config.json").read_text()), moe_intermediate_size=1407)
+    assert geometry_from_config(config, 1)["layers"]
+    with pytest.raises(InputError, match=r"HF003 \$\.n_shared_experts: an MLP of intermediate size 1407 cannot be "
+                                         r"sharded over tensor parallel size 2"):
+        geometry_from_config(config, 2)
+    config = dict(config, moe_intermediate_size=2048, intermediate_size=18433)
+    with pytest.raises(InputError, match=r"HF003 \$\.intermediate_size: .* 18433 cannot be sharded"):
+        geometry_from_config(config, 8)
