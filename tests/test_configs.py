@@ -324,3 +324,51 @@ def test_a_real_config_with_infinity_is_read_as_transformers_reads_it(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(dict(_llama(), max_position_embeddings=1e400)))
     result = _kvproof("geometry", str(tmp_path), "--set", "available_memory_bytes=1")
     assert result.returncode == 2 and "HF001 $.max_position_embeddings: expected a finite number" in result.stderr
+
+
+def _kimi_linear(**keys) -> dict:
+    """A synthetic Kimi-Linear config for the mapping rules only (no real one is stored)."""
+    return {"architectures": ["KimiLinearForCausalLM"], "num_hidden_layers": 4, "hidden_size": 2304,
+            "num_attention_heads": 32, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+            "v_head_dim": 128, "mla_use_nope": True, "model_max_length": 1048576,
+            "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4], "num_heads": 32,
+                                   "head_dim": 128, "short_conv_kernel_size": 4}, **keys}
+
+
+def test_kimi_linear_kda_states_and_nope_mla_per_linear_attn_config():
+    geometry = geometry_from_config(_kimi_linear(), 4)
+    layers = _by_index(geometry)
+    # kda_layers are 1-based: layers 0-2 KDA, layer 3 MLA; all named self_attn (model.py:715-760)
+    assert {e["name"] for e in layers.values()} == {"model.layers.{i}.self_attn"}
+    assert [layers[i]["spec"] for i in range(4)] == ["MambaSpec"] * 3 + ["MLAAttentionSpec"]
+    # conv (4 - 1, 3 * 32 * 128 / 4), recurrent (32 / 4, 128, 128) in float32 (mamba_utils.py:133-148, 296-319)
+    assert (layers[0]["shapes"], layers[0]["dtypes"], layers[0]["mamba_type"]) == (
+        [[3, 3072], [8, 128, 128]], ["bfloat16", "float32"], "GDN_ATTN")
+    assert (layers[3]["num_kv_heads"], layers[3]["head_size"], layers[3]["max_tp_shards"]) == (1, 512 + 64, 1)
+    assert geometry["max_model_len"] == 1048576
+    assert simulate_document(dict(geometry, available_memory_bytes=80 * 1024**3))["status"] == "ok"
+    assert all(e["spec"] == "MLAAttentionSpec" for e in geometry_from_config(
+        {k: v for k, v in _kimi_linear().items() if k != "linear_attn_config"})["layers"])
+    with pytest.raises(InputError, match=r"HF003 \$\.linear_attn_config\.num_heads: 32 is not divisible by 64"):
+        geometry_from_config(_kimi_linear(num_attention_heads=64), 64)
+    with pytest.raises(InputError, match=r"HF001 \$\.mla_use_nope: Kimi-K3 MLA .* is NoPE-only"):
+        geometry_from_config(_kimi_linear(mla_use_nope=False))
+    with pytest.raises(InputError, match=r"HF001 \$\.linear_attn_config\.full_attn_layers: expected an array"):
+        geometry_from_config(_kimi_linear(linear_attn_config={"kda_layers": [1]}))
+    full_rank = _kimi_linear()
+    full_rank["linear_attn_config"] = dict(full_rank["linear_attn_config"], use_full_rank_gate=True)
+    with pytest.raises(InputError, match=r"HF002 \$\.linear_attn_config\.use_full_rank_gate"):
+        geometry_from_config(full_rank)
+
+
+def test_deepseek_mlp_that_tp_cannot_shard_is_refused():
+    """vLLM asserts every MLP shards evenly (layers/linear.py:731, layers/fused_moe/config.py:1352),
+    whatever the cache: transformers' own DeepseekV2Config default ``moe_intermediate_size`` 1407."""
+    config = dict(json.loads((KIMI / "config.json").read_text()), moe_intermediate_size=1407)
+    assert geometry_from_config(config, 1)["layers"]
+    with pytest.raises(InputError, match=r"HF003 \$\.n_shared_experts: an MLP of intermediate size 1407 cannot be "
+                                         r"sharded over tensor parallel size 2"):
+        geometry_from_config(config, 2)
+    config = dict(config, moe_intermediate_size=2048, intermediate_size=18433)
+    with pytest.raises(InputError, match=r"HF003 \$\.intermediate_size: .* 18433 cannot be sharded"):
+        geometry_from_config(config, 8)

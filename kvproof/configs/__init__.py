@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import bamba, deepseek, dense, falcon_h1, gemma, gpt_oss, granite, jamba, llama4, nemotron_h, qwen3_next
+from . import (bamba, deepseek, dense, falcon_h1, gemma, gpt_oss, granite, jamba, kimi_linear, llama4, nemotron_h,
+               qwen3_next)
 from .common import Layer, Model, Parallel, derived_max_model_len, plain, pp_ranges
 from .hf import CONFIG_ARCH, CONFIG_PARALLEL, ConfigError, HFConfig
 
@@ -18,7 +19,8 @@ __all__ = ["ARCHITECTURES", "REFUSED_BY_VLLM", "geometry_from_config", "ConfigEr
 
 ARCHITECTURES = {
     **dense.ARCHITECTURES, **deepseek.ARCHITECTURES, **falcon_h1.ARCHITECTURES, **gemma.ARCHITECTURES,
-    **gpt_oss.ARCHITECTURES, **granite.ARCHITECTURES, **jamba.ARCHITECTURES, **llama4.ARCHITECTURES,
+    **gpt_oss.ARCHITECTURES, **granite.ARCHITECTURES, **jamba.ARCHITECTURES, **kimi_linear.ARCHITECTURES,
+    **llama4.ARCHITECTURES,
     **nemotron_h.ARCHITECTURES, **qwen3_next.ARCHITECTURES,
 }
 #: Architectures vLLM 0.33.0 itself refuses to build: their module gives vLLM's refusal.

@@ -39,7 +39,7 @@ from __future__ import annotations
 from ..formulas.dtypes import dtype_size
 from ..models.geometry import MultipleOf
 from .common import Layer, Model, Parallel, check_attention_heads
-from .hf import CONFIG_ARCH, CONFIG_FIELD, ConfigError, HFConfig
+from .hf import CONFIG_ARCH, CONFIG_FIELD, CONFIG_PARALLEL, ConfigError, HFConfig
 
 __all__ = ["ARCHITECTURES"]
 
@@ -102,6 +102,33 @@ def _sparse_layers(config: HFConfig, num_layers: int, head_size: int, dtype: str
     return Model(layers, {"platform_alignment": platform})
 
 
+def _check_mlp_shards(config: HFConfig, num_layers: int, tp: int) -> None:
+    """vLLM's shard assertions on the MLPs, which refuse a TP the cache never sees: a dense MLP's
+    ``intermediate_size`` (``MergedColumnParallelLinear``, layers/linear.py:731) on the layers
+    before ``first_k_dense_replace`` or off ``moe_layer_freq``, else the routed experts'
+    ``moe_intermediate_size`` (``FusedMoEConfig``, layers/fused_moe/config.py:1352) and the
+    shared experts' ``moe_intermediate_size * n_shared_experts`` (deepseek_v2.py:359-369);
+    which layers are MoE: deepseek_v2.py:1293-1297."""
+    routed = config.raw("n_routed_experts")
+    first_dense = config.int("first_k_dense_replace", 0)
+    freq = config.int("moe_layer_freq", 1, minimum=1)
+    moe = [routed is not None and i >= first_dense and i % freq == 0 for i in range(num_layers)]
+    sizes = []
+    if not all(moe):
+        sizes.append(("intermediate_size", config.int("intermediate_size", minimum=1), "layers/linear.py:731"))
+    if any(moe):
+        experts = config.int("moe_intermediate_size", minimum=1)
+        if config.has("n_shared_experts"):
+            sizes.append(("n_shared_experts", experts * config.int("n_shared_experts", minimum=1),
+                          "layers/linear.py:731"))
+        sizes.append(("moe_intermediate_size", experts, "layers/fused_moe/config.py:1352"))
+    for key, size, where in sizes:
+        if size % tp != 0:
+            raise ConfigError(CONFIG_PARALLEL, config.key_path(key),
+                              f"an MLP of intermediate size {size} cannot be sharded over tensor parallel size "
+                              f"{tp} (vLLM 0.33.0 asserts it, {where})", config.file)
+
+
 def deepseek_mla(config: HFConfig, parallel: Parallel) -> list[Layer] | Model:
     num_layers = config.int("num_hidden_layers", minimum=1)
     heads = config.int("num_attention_heads", minimum=1)
@@ -113,6 +140,7 @@ def deepseek_mla(config: HFConfig, parallel: Parallel) -> list[Layer] | Model:
                           "attention, deepseek_v2.py:1280-1288), which kvproof does not map", config.file)
     kv_lora_rank = config.int("kv_lora_rank", minimum=1)
     check_attention_heads(config, heads, "num_attention_heads", parallel.tp)
+    _check_mlp_shards(config, num_layers, parallel.tp)
     dtype = config.model_dtype()
     if "index_topk" in config.tree:  # vLLM makes every such layer sparse (deepseek_v2.py:1138)
         return _sparse_layers(config, num_layers, kv_lora_rank + rope, dtype)

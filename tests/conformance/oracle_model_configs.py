@@ -31,7 +31,13 @@ Stand-ins (docs/geometry-from-config.md "Conformance"):
   with ``torch.cpu._is_avx512_bf16_supported`` answering False); ``FusedMoEConfig`` refuses a
   non-gated MoE activation (Nemotron-H's ``relu2``) off CUDA/ROCm/XPU
   (layers/fused_moe/config.py:1410-1415), so that module sees a CUDA-alike platform, and a MoE
-  configuration no CPU expert kernel supports takes the portable one. MoE layers hold no cache.
+  configuration no CPU expert kernel supports takes the portable one. MoE layers hold no cache;
+* the CPU platform turns prefix caching and chunked prefill off for every MLA model
+  (platforms/cpu.py:533-547), which a GPU keeps (and a hybrid MLA model's Mamba block size then
+  refuses, config/vllm.py:3441-3450): the request's values are kept;
+* Kimi-Linear's model makes a CUDA stream to overlap GEMMs (models/kimi_k3/nvidia/model.py:981) and
+  its GEMM-AR kernel flag (``VLLM_KIMI_K3_GEMM_AR``, on by default, envs.py:1669) imports cute_dsl:
+  the stream is a placeholder object and the flag is off. Neither holds a cache.
 
 Output per request: ``{"status": "ok", "max_model_len", "dtype", "ranks": [{layer: {"spec",
 "fields", "defaults"}}]}`` or ``{"status": "refused", "error": {"type", "message"}}``.
@@ -57,6 +63,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["VLLM_LOGGING_STREAM"] = "ext://sys.stderr"
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("VLLM_KIMI_K3_GEMM_AR", "0")
 
 
 class _Placeholder(type):
@@ -212,6 +219,29 @@ def _any_cpu_moe_kernel(select):
 with contextlib.redirect_stdout(sys.stderr):
     import vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method as _unquantized_moe
 _unquantized_moe.select_unquantized_moe_backend = _any_cpu_moe_kernel(_unquantized_moe.select_unquantized_moe_backend)
+
+
+class _StreamPlaceholder:
+    """``torch.cuda.Stream`` where the CPU build has none: an object the layers keep, never use."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+
+if not torch.cuda.is_available():
+    torch.cuda.Stream = _StreamPlaceholder
+_cpu_check_and_update_config = CpuPlatform.check_and_update_config.__func__
+
+
+def _gpu_prefix_caching(cls, vllm_config):
+    """The CPU platform's checks without its MLA reset of prefix caching and chunked prefill
+    (platforms/cpu.py:533-547), which the GPU does not make."""
+    kept = vllm_config.cache_config.enable_prefix_caching, vllm_config.scheduler_config.enable_chunked_prefill
+    _cpu_check_and_update_config(cls, vllm_config)
+    vllm_config.cache_config.enable_prefix_caching, vllm_config.scheduler_config.enable_chunked_prefill = kept
+
+
+CpuPlatform.check_and_update_config = classmethod(_gpu_prefix_caching)
 
 
 @contextlib.contextmanager
