@@ -26,6 +26,12 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _sigint_default() -> None:
+    """In the child: Ctrl-C does what it does at a terminal, also when this suite runs in the
+    background (a shell's ``&`` starts it with SIGINT ignored, and children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run(*args, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kvproof", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=CODE, env=_env())
@@ -80,7 +86,7 @@ def test_a_fifo_whose_writer_never_writes_does_not_hang(silent_fifo, tmp_path) -
 def test_ctrl_c_inside_a_solver_call_exits_130_at_once() -> None:
     """z3 used to swallow SIGINT: the call returned unknown and prove went on to exit 0."""
     child = subprocess.Popen([sys.executable, "-m", "kvproof", "prove", "VC007"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, cwd=CODE, env=_env())
+                             stderr=subprocess.PIPE, cwd=CODE, env=_env(), preexec_fn=_sigint_default)
     time.sleep(6)  # start-up and shape building take ~2 s; VC007's solver calls take 10 s or more
     assert child.poll() is None, "VC007 finished before the signal: the test needs a longer solver call"
     before = _children_cpu()
@@ -113,7 +119,7 @@ def test_ctrl_c_while_checking_exits_130(tmp_path) -> None:
     writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # check waits on it: a moment to interrupt
     try:
         child = subprocess.Popen([sys.executable, "-m", "kvproof", "check", str(fifo)], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, cwd=CODE, env=_env())
+                                 stderr=subprocess.PIPE, cwd=CODE, env=_env(), preexec_fn=_sigint_default)
         time.sleep(2)
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=30)
