@@ -29,6 +29,8 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from .diagnostics import KvproofError
+
 __all__ = ["LOCAL", "ExecutorError", "executor_for", "is_local", "results_in_order", "process_state",
            "seed_state", "seeded", "fingerprint", "folder_digest"]
 
@@ -39,7 +41,7 @@ CONNECT_TIMEOUT_S = 20
 CLOSE_TIMEOUT_S = 2
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(KvproofError, RuntimeError):
     """The campaign cannot run on the executor asked for (no cluster extra, no scheduler at the
     address, a worker with other code): the commands print it and exit 2."""
 

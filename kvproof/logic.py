@@ -20,6 +20,8 @@ import sys
 from functools import reduce
 from typing import Any, Iterable
 
+from .diagnostics import KvproofError
+
 __all__ = [
     "is_symbolic", "If", "And", "Or", "Not", "Implies", "div", "mod", "cdiv", "round_up",
     "fdiv", "Sum", "Min", "Max", "gcd", "lcm", "concrete_bool", "z3",
@@ -54,7 +56,7 @@ def _ast_class() -> type | None:
     return _AST
 
 
-class ConcreteRequired(TypeError):
+class ConcreteRequired(KvproofError, TypeError):
     """A helper that needs concrete operands (``gcd``, ``lcm``, a value that selects structure)
     was given symbolic ones. ``terms`` holds the symbolic operands as z3 terms (a symbolic
     optional field contributes the terms of its protocol attributes), so the solver can pin

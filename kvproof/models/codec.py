@@ -32,11 +32,11 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn
 
-from ..diagnostics import LOAD_SCHEMA, LOAD_SYNTAX, Diagnostic, InputError
+from ..diagnostics import LOAD_SCHEMA, LOAD_SYNTAX, Diagnostic, InputError, KvproofError
 
 __all__ = [
     "ABSENT", "Absent", "present", "SignedInt", "Scalar", "MAX_SAFE_INT", "MAX_DOCUMENT_BYTES",
-    "parse_json", "structure", "unstructure", "dumps", "load_document", "converter", "Refusal",
+    "parse_json", "structure", "unstructure", "dumps", "load_document", "converter", "DocumentRefusal",
 ]
 
 MAX_SAFE_INT = 2**53
@@ -249,11 +249,11 @@ def _join(path: str, key: str) -> str:
 # The converter
 
 
-class Refusal(ValueError):
+class DocumentRefusal(KvproofError, ValueError):
     """Raised by a structure hook to refuse a value; its text becomes the ``LD002`` message at
     the value's JSON path. Hooks registered on :data:`converter` by other modules (for example
-    :mod:`kvproof.models.geometry`) raise it too. (Not :class:`kvproof.sim.Refusal`, which is
-    vLLM refusing to start.)"""
+    :mod:`kvproof.models.geometry`) raise it too. (A ``ValueError`` too, as cattrs' hooks raise;
+    not the simulator's refusal, which is vLLM refusing to start.)"""
 
 
 def _describe(value: Any) -> str:
@@ -276,47 +276,47 @@ def _describe(value: Any) -> str:
 
 def _int(value: Any, _type: Any) -> int:
     if type(value) is not int:
-        raise Refusal(f"expected a non-negative integer, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a non-negative integer, got {_describe(value)}")
     if value < 0:
-        raise Refusal(f"expected a non-negative integer, got {value}")
+        raise DocumentRefusal(f"expected a non-negative integer, got {value}")
     if value > MAX_SAFE_INT:
-        raise Refusal(f"integer {value} exceeds 2**53")
+        raise DocumentRefusal(f"integer {value} exceeds 2**53")
     return value
 
 
 def _signed_int(value: Any, _type: Any) -> int:
     if type(value) is not int:
-        raise Refusal(f"expected an integer, got {_describe(value)}")
+        raise DocumentRefusal(f"expected an integer, got {_describe(value)}")
     if abs(value) > MAX_SAFE_INT:
-        raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        raise DocumentRefusal(f"integer {value} exceeds 2**53 in magnitude")
     return value
 
 
 def _float(value: Any, _type: Any) -> float | int:
     if type(value) not in (int, float):
-        raise Refusal(f"expected a number, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a number, got {_describe(value)}")
     if type(value) is int and abs(value) > MAX_SAFE_INT:
-        raise Refusal(f"number {value} exceeds 2**53 in magnitude")
+        raise DocumentRefusal(f"number {value} exceeds 2**53 in magnitude")
     return value
 
 
 def _bool(value: Any, _type: Any) -> bool:
     if type(value) is not bool:
-        raise Refusal(f"expected a bool, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a bool, got {_describe(value)}")
     return value
 
 
 def _str(value: Any, _type: Any) -> str:
     if type(value) is not str:
-        raise Refusal(f"expected a string, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a string, got {_describe(value)}")
     return value
 
 
 def _scalar(value: Any, _type: Any) -> Any:
     if isinstance(value, (dict, list, str)):
-        raise Refusal(f"expected a number, a bool or null, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a number, a bool or null, got {_describe(value)}")
     if type(value) is int and abs(value) > MAX_SAFE_INT:
-        raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        raise DocumentRefusal(f"integer {value} exceeds 2**53 in magnitude")
     return value
 
 
@@ -362,7 +362,7 @@ def _literal_hook_factory(type_: Any, _conv: cattrs.Converter | None = None):
             if type(value) is type(option) and value == option:
                 return value
         shown = ", ".join(json.dumps(option) for option in allowed)
-        raise Refusal(f"expected one of {shown}, got {json.dumps(value) if _jsonable(value) else _describe(value)}")
+        raise DocumentRefusal(f"expected one of {shown}, got {json.dumps(value) if _jsonable(value) else _describe(value)}")
 
     return hook
 
@@ -417,7 +417,7 @@ def _record(errors: list, exc: Exception, note: Any) -> bool:
 
 def _truncated(errors: list, unchecked: int, what: str) -> None:
     if unchecked:
-        errors.append(Refusal(f"{unchecked} more {what} not checked after {len(errors)} problems"))
+        errors.append(DocumentRefusal(f"{unchecked} more {what} not checked after {len(errors)} problems"))
 
 
 def _list_hook_factory(type_: Any, conv: cattrs.Converter):
@@ -426,7 +426,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
     if elem_type is Any:
         def detailed(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             return list(value)
 
         return detailed
@@ -434,7 +434,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
 
     def detailed(value: Any, _t: Any) -> list:
         if type(value) is not list:
-            raise Refusal(f"expected an array, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an array, got {_describe(value)}")
         out = []
         errors: list = []
         for index, item in enumerate(value):
@@ -454,22 +454,22 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
     if elem_type is int and handler is _int:
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _int inline (a set/min/max test costs more on these short lists)
                 if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
                     _FAILED.add(id(value))
-                    raise Refusal("an element is refused")
+                    raise DocumentRefusal("an element is refused")
             return list(value)
 
         fast.inline = _INT_LIST  # an attrs fast path runs this loop itself (see _fast_structure_fn)
     elif elem_type is str and handler is _str:
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _str inline
                 if type(item) is not str:
                     _FAILED.add(id(value))
-                    raise Refusal("an element is refused")
+                    raise DocumentRefusal("an element is refused")
             return list(value)
 
         fast.inline = _STR_LIST
@@ -478,7 +478,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
 
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             try:
                 return [fast_handler(item, elem_type) for item in value]
             except Exception:
@@ -495,7 +495,7 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
 
     def fast(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
-            raise Refusal(f"expected an object, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(value)}")
         try:
             return {key: fast_value_hook(item, value_type) for key, item in value.items()}
         except Exception:
@@ -504,7 +504,7 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
 
     def detailed(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
-            raise Refusal(f"expected an object, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(value)}")
         out = {}
         errors: list = []
         for position, (key, item) in enumerate(value.items()):
@@ -528,7 +528,7 @@ def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
     def detailed(value: Any, t: Any) -> Any:
         nonlocal detailed_fn
         if not isinstance(value, dict):
-            raise Refusal(f"expected an object, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(value)}")
         if detailed_fn is None:  # generated on first need: bad input is the rare case
             detailed_fn = make_dict_structure_fn(
                 cls, conv, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True)
@@ -542,7 +542,7 @@ def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
 
         def fast(value: Any, t: Any) -> Any:
             if not isinstance(value, dict):
-                raise Refusal(f"expected an object, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an object, got {_describe(value)}")
             try:
                 return fast_fn(value, t)
             except Exception:
@@ -603,9 +603,9 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
 
     def fast(o: Any, _t: Any) -> Any:
         if not isinstance(o, dict):
-            raise Refusal(f"expected an object, got {_describe(o)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(o)}")
         if not required.issubset(o):
-            raise Refusal("missing key")
+            raise DocumentRefusal("missing key")
         # Only the keys the document holds (a LayerSpec has 30 fields and uses about 8), written
         # over the defaults, then one positional call (counted under cachegrind: fewer
         # instructions than cattrs' generated function or a walk over every field). An unknown
@@ -616,27 +616,27 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
                 index, kind, low, high, hook, tp = table[key]
                 if type(v) is kind:
                     if low is not None and not low <= v <= high:
-                        raise Refusal(key)
+                        raise DocumentRefusal(key)
                 elif kind is _HOOK:
                     v = hook(v, tp)
                 elif kind is _INT_LIST:  # the list[int] hook's fast path, without the call
                     if type(v) is not list:
-                        raise Refusal(key)
+                        raise DocumentRefusal(key)
                     for item in v:
                         if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
                             _FAILED.add(id(v))
-                            raise Refusal(key)
+                            raise DocumentRefusal(key)
                     v = list(v)
                 elif kind is _STR_LIST:  # the list[str] hook's fast path, without the call
                     if type(v) is not list:
-                        raise Refusal(key)
+                        raise DocumentRefusal(key)
                     for item in v:
                         if type(item) is not str:
                             _FAILED.add(id(v))
-                            raise Refusal(key)
+                            raise DocumentRefusal(key)
                     v = list(v)
                 elif v is not None or key not in nullable:
-                    raise Refusal(key)
+                    raise DocumentRefusal(key)
                 args[index] = v
         except Exception:
             _FAILED.add(id(o))
@@ -694,7 +694,7 @@ converter = _make_converter()
 def _format(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return "required key is missing"
-    if isinstance(exc, Refusal):
+    if isinstance(exc, DocumentRefusal):
         return str(exc)
     if isinstance(exc, (ValueError, TypeError)):
         return f"invalid value: {exc}"
