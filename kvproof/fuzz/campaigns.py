@@ -320,7 +320,7 @@ def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
         document = load_tree(tree, original.file)
     except InputError as exc:
         ids = tuple(dict.fromkeys(d.rule for d in exc.diagnostics))
-        return "loader", ids, [f"{d.rule} {d.path}: {d.message}" for d in exc.diagnostics[:3]]
+        return "loader", ids, [d.text() for d in exc.diagnostics[:3]]
     documents = _reduced(record_set, index, document) if reduced else record_set.replaced(index, document)
     if reduced:
         # RS005 counts a scheduler's workers: the reduced set leaves twins out, so it would refuse
@@ -331,7 +331,7 @@ def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
     diagnostics = check_set(documents, rules)
     if diagnostics:
         ids = tuple(dict.fromkeys(d.rule for d in diagnostics))
-        return "rule", ids, [f"{d.rule} {d.path}: {d.message}" for d in diagnostics[:3]]
+        return "rule", ids, [d.text() for d in diagnostics[:3]]
     return "accepted", (), []
 
 
