@@ -26,7 +26,7 @@ __all__ = [
     "is_symbolic", "If", "And", "Or", "Not", "Implies", "div", "mod", "cdiv", "round_up",
     "fdiv", "Sum", "Min", "Max", "gcd", "lcm", "concrete_bool", "z3",
     "concrete_only", "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar", "IsNumber", "RealOf", "OrDefault",
-    "ConcreteRequired", "checking_concretely",
+    "ConcreteRequired",
 ]
 
 _z3 = None
@@ -110,13 +110,6 @@ class concrete_only:
         global _CONCRETE_ONLY
         _CONCRETE_ONLY = self._previous
         return False
-
-
-def checking_concretely() -> bool:
-    """True inside :class:`concrete_only` (the checker over loaded documents): every value is a
-    plain Python value, so a rule body may take a concrete fast path (plain ``and``/``or``/``//``,
-    stopping at the first failed test) with the same verdict as its helper formula."""
-    return _CONCRETE_ONLY
 
 
 def is_symbolic(*values: Any) -> bool:

@@ -764,9 +764,3 @@ def load_document(data: bytes | str, cls: type[T], file: str | None = None) -> T
     """Parse and structure in one step."""
     return structure(parse_json(data, file), cls, file)
 
-
-def optional_args(type_: Any) -> tuple:
-    """The non-None members of an optional annotation (helper for schema export)."""
-    if get_origin(type_) in (typing.Union, types.UnionType):
-        return tuple(a for a in get_args(type_) if a is not type(None))
-    return (type_,)

@@ -19,7 +19,7 @@ from ..models.documents import Document, rank_free_tree
 from .core import Rule, binding_memo
 from .registry import all_rules
 
-__all__ = ["Bundle", "bundles", "check", "check_document", "first_refusal"]
+__all__ = ["Bundle", "bundles", "check"]
 
 
 @attrs.frozen
@@ -178,11 +178,3 @@ def _suppressed(file: str | None, subject: str, blocked: list[tuple[str | None, 
             return True
     return False
 
-
-def check_document(document: Document) -> list[Diagnostic]:
-    return check([document])
-
-
-def first_refusal(documents: Iterable[Document]) -> Diagnostic | None:
-    diagnostics = check(documents)
-    return diagnostics[0] if diagnostics else None
