@@ -15,6 +15,7 @@ divide declare prerequisites (``after=``) that make the divisor positive.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from functools import reduce
@@ -29,19 +30,16 @@ __all__ = [
     "ConcreteRequired",
 ]
 
-_z3 = None
 #: ``z3.AstRef`` once z3 is imported (by anyone): until then no value can be a z3 term.
 _AST: type | None = None
 
 
+@functools.cache  # the module, imported on first use: the check and simulate paths never import z3
 def z3():
     """The z3 module, imported on first use."""
-    global _z3
-    if _z3 is None:
-        import z3 as module
+    import z3 as module
 
-        _z3 = module
-    return _z3
+    return module
 
 
 def _ast_class() -> type | None:

@@ -327,17 +327,17 @@ def _scalar(value: Any, _type: Any) -> Any:
 # detailed path alone decides the diagnostics (tests/robustness compares the two converters).
 
 
-# A fast path that fails records the id() of its value in _FAILED as the exception passes up.  When
-# the detailed path of a parent then meets that value, it goes straight to the detailed path
-# instead of trying the fast path again: a failure deep in a big document costs two walks of the
-# failing branch, not one per level.  _FAILED is only a hint (a stale id costs speed, never
-# changes a result: both paths give the same verdict), cleared by every structure() call.
-_FAILED: set[int] = set()
+# A fast path that fails records the id() of its value in its converter's ``failed`` set as the
+# exception passes up.  When the detailed path of a parent then meets that value, it goes straight
+# to the detailed path instead of trying the fast path again: a failure deep in a big document
+# costs two walks of the failing branch, not one per level.  The set is only a hint (a stale id
+# costs speed, never changes a result: both paths give the same verdict), cleared by every
+# structure() call.
 
 
-def _fast_then_detailed(fast, detailed):
+def _fast_then_detailed(fast, detailed, failed: set):
     def hook(value: Any, t: Any) -> Any:
-        if id(value) not in _FAILED:
+        if id(value) not in failed:
             try:
                 return fast(value, t)
             except Exception:  # noqa: BLE001 - re-run with detailed validation for the diagnostics
@@ -399,20 +399,17 @@ def _optional_hook_factory(type_: Any, conv: cattrs.Converter):
 
 
 class _Budget(threading.local):
-    """Problems recorded by the detailed paths during one :func:`structure` call."""
+    """Problems recorded by the detailed paths of a converter during one :func:`structure` call."""
 
     problems = 0
 
 
-_budget = _Budget()
-
-
-def _record(errors: list, exc: Exception, note: Any) -> bool:
+def _record(errors: list, exc: Exception, note: Any, budget: _Budget) -> bool:
     """Add ``exc`` with its note; False once this container or the document has enough problems."""
     exc.__notes__ = [*getattr(exc, "__notes__", []), note]
     errors.append(exc)
-    _budget.problems += 1
-    return len(errors) < MAX_PROBLEMS_PER_CONTAINER and _budget.problems < MAX_PROBLEMS
+    budget.problems += 1
+    return len(errors) < MAX_PROBLEMS_PER_CONTAINER and budget.problems < MAX_PROBLEMS
 
 
 def _truncated(errors: list, unchecked: int, what: str) -> None:
@@ -431,6 +428,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
 
         return detailed
     handler = conv.get_structure_hook(elem_type)
+    budget, failed = conv.budget, conv.failed
 
     def detailed(value: Any, _t: Any) -> list:
         if type(value) is not list:
@@ -442,7 +440,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
                 out.append(handler(item, elem_type))
             except Exception as exc:  # noqa: BLE001 - regrouped below with the index as a note
                 note = cattrs.errors.IterableValidationNote(f"Structuring {type_} @ index {index}", index, elem_type)
-                if not _record(errors, exc, note):
+                if not _record(errors, exc, note, budget):
                     _truncated(errors, len(value) - index - 1, "element(s)")
                     break
         if errors:
@@ -457,7 +455,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
                 raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _int inline (a set/min/max test costs more on these short lists)
                 if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
-                    _FAILED.add(id(value))
+                    failed.add(id(value))
                     raise DocumentRefusal("an element is refused")
             return list(value)
 
@@ -468,7 +466,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
                 raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _str inline
                 if type(item) is not str:
-                    _FAILED.add(id(value))
+                    failed.add(id(value))
                     raise DocumentRefusal("an element is refused")
             return list(value)
 
@@ -482,14 +480,15 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
             try:
                 return [fast_handler(item, elem_type) for item in value]
             except Exception:
-                _FAILED.add(id(value))
+                failed.add(id(value))
                 raise
 
-    return _fast_then_detailed(fast, detailed)
+    return _fast_then_detailed(fast, detailed, failed)
 
 
 def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
     key_type, value_type = get_args(type_) or (str, Any)
+    budget, failed = conv.budget, conv.failed
     value_hook = conv.get_structure_hook(value_type)
     fast_value_hook = _fast_hook(conv, value_type)
 
@@ -499,7 +498,7 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
         try:
             return {key: fast_value_hook(item, value_type) for key, item in value.items()}
         except Exception:
-            _FAILED.add(id(value))
+            failed.add(id(value))
             raise
 
     def detailed(value: Any, _t: Any) -> dict:
@@ -512,18 +511,19 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
                 out[key] = value_hook(item, value_type)
             except Exception as exc:  # noqa: BLE001 - regrouped below with the key as a note
                 note = cattrs.errors.IterableValidationNote(f"Structuring mapping value @ key {key!r}", key, value_type)
-                if not _record(errors, exc, note):
+                if not _record(errors, exc, note, budget):
                     _truncated(errors, len(value) - position - 1, "value(s)")
                     break
         if errors:
             raise cattrs.errors.IterableValidationError("While structuring a mapping", errors, dict)
         return out
 
-    return _fast_then_detailed(fast, detailed) if _fast(conv) else detailed
+    return _fast_then_detailed(fast, detailed, failed) if _fast(conv) else detailed
 
 
 def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
     detailed_fn = None
+    failed = conv.failed
 
     def detailed(value: Any, t: Any) -> Any:
         nonlocal detailed_fn
@@ -546,10 +546,10 @@ def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
             try:
                 return fast_fn(value, t)
             except Exception:
-                _FAILED.add(id(value))
+                failed.add(id(value))
                 raise
 
-    return _fast_then_detailed(fast, detailed)
+    return _fast_then_detailed(fast, detailed, failed)
 
 
 #: Markers of the list hooks whose element test an attrs fast path runs inline, and of a field
@@ -570,6 +570,7 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
     """The fast path of an attrs class: a closure over a field table, no error collection and no
     code generation (so no compile cost at start-up).  None when the class uses an attrs feature
     the table does not model; cattrs' own non-detailed function serves it then."""
+    failed = conv.failed
     try:
         hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - unresolvable annotations: let cattrs handle the class
@@ -624,7 +625,7 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
                         raise DocumentRefusal(key)
                     for item in v:
                         if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
-                            _FAILED.add(id(v))
+                            failed.add(id(v))
                             raise DocumentRefusal(key)
                     v = list(v)
                 elif kind is _STR_LIST:  # the list[str] hook's fast path, without the call
@@ -632,14 +633,14 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
                         raise DocumentRefusal(key)
                     for item in v:
                         if type(item) is not str:
-                            _FAILED.add(id(v))
+                            failed.add(id(v))
                             raise DocumentRefusal(key)
                     v = list(v)
                 elif v is not None or key not in nullable:
                     raise DocumentRefusal(key)
                 args[index] = v
         except Exception:
-            _FAILED.add(id(o))
+            failed.add(id(o))
             raise
         return cls(*args)
 
@@ -649,6 +650,14 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
 class _Converter(cattrs.Converter):
     #: Structure through the fast paths first (False: detailed validation only; tests compare both).
     fast_path: bool = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        #: The state of the running structure() call, owned here so that its hooks (closures made
+        #: by the factories below) share it: the problems recorded, and the ids of values whose
+        #: fast path failed (see _fast_then_detailed).
+        self.budget = _Budget()
+        self.failed: set[int] = set()
 
 
 def _fast(conv: cattrs.Converter) -> bool:
@@ -706,10 +715,11 @@ def structure(tree: Any, cls: type[T], file: str | None = None, *, _converter: A
 
     (``_converter``: another converter of :func:`_make_converter`, for tests that compare the
     fast path with detailed validation alone.)"""
-    _budget.problems = 0
-    _FAILED.clear()
+    conv = _converter or converter
+    conv.budget.problems = 0
+    conv.failed.clear()
     try:
-        return (_converter or converter).structure(tree, cls)
+        return conv.structure(tree, cls)
     except Exception as exc:  # noqa: BLE001 - every structuring failure becomes diagnostics
         diagnostics = []
         for path, problem in _problems(exc, "$"):
