@@ -41,7 +41,8 @@ def _cases(files: list) -> dict:
     from kvproof.rules.check import check
 
     names = [str(f) for f in files]
-    documents = [load_path(f) for f in files]
+    shared = RankTwins()  # loaded as evaluate loads them: the checker shares the TP-rank twins' findings
+    documents = [load_path(f, ranks=shared) for f in files]
 
     def load_only() -> list:
         ranks = RankTwins()  # as evaluate loads a set: TP-rank twins structured once

@@ -227,10 +227,11 @@ def _examples_problems(examples: str) -> list[str]:
     from pathlib import Path
 
     from .commands.check import unloadable
+    from .diagnostics import LOAD_SYNTAX, Diagnostic
 
     root = Path(examples)
     if not root.is_dir():
-        return [f"{examples}: LD001 $: --examples: not a directory"]
+        return [Diagnostic(LOAD_SYNTAX, "$", "--examples: not a directory", examples).render()]
     files = sorted(p for directory in root.iterdir() if directory.is_dir() for p in directory.glob("*.json"))
     return [d.render() for d in unloadable(files)]
 

@@ -1,7 +1,14 @@
-"""Diagnostics and the small exception hierarchy of kvproof.
+"""Diagnostics and the exception hierarchy of kvproof.
 
 A diagnostic is the unit of every verdict: a stable ID, the JSON path of the offending value and
 the exact text.  Loader problems use the ``LD`` IDs below; rule refusals use their rule's ID.
+:meth:`Diagnostic.render` is the one place its text line is formatted.
+
+Every exception kvproof raises on purpose is a :class:`KvproofError` with a name no other class
+has (it keeps a builtin base, such as ``ValueError``, where callers catch that): for example
+``InputError`` (and ``configs.hf.ConfigError``), ``models.codec.DocumentRefusal``,
+``logic.ConcreteRequired``, ``output.OutputError``, ``executor.ExecutorError``,
+``plot.PlotUnavailable``.
 """
 
 from __future__ import annotations
@@ -62,9 +69,24 @@ class Diagnostic:
     message: str
     file: str | None = attrs.field(default=None, order=False)
 
-    def render(self) -> str:
-        where = f"{self.file}: " if self.file else ""
-        return f"{where}{self.rule} {self.path}: {self.message}"
+    # The one renderer of a diagnostic's line (docs/cli.md): every report and command that prints
+    # a diagnostic as text calls these, so the format is written once.
+
+    def at(self) -> str:
+        """``PATH: MESSAGE``: the finding where the rule ID is carried apart (SARIF's ruleId,
+        a GitHub annotation's title)."""
+        return f"{self.path}: {self.message}"
+
+    def text(self) -> str:
+        """``RULE PATH: MESSAGE``: the finding where the file is named apart (a JUnit test case,
+        a fuzz outcome)."""
+        return f"{self.rule} {self.path}: {self.message}"
+
+    def render(self, file: str | None = None) -> str:
+        """``FILE: RULE PATH: MESSAGE``. ``file`` is the file a report lists the finding under
+        (default: the diagnostic's own); without either, ``RULE PATH: MESSAGE``."""
+        where = file if file is not None else self.file
+        return f"{where}: {self.rule} {self.path}: {self.message}" if where else f"{self.rule} {self.path}: {self.message}"
 
     def to_json(self) -> dict:
         out = {"rule": self.rule, "path": self.path, "message": self.message}

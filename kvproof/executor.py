@@ -29,7 +29,9 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-__all__ = ["LOCAL", "ExecutorError", "executor_for", "is_local", "results_in_order", "process_state",
+from .diagnostics import KvproofError
+
+__all__ = ["LOCAL", "ExecutorError", "executor_for", "is_local", "results_in_order", "ProcessState", "PROCESS_STATE", "process_state",
            "seed_state", "seeded", "fingerprint", "folder_digest"]
 
 LOCAL = "local"
@@ -39,7 +41,7 @@ CONNECT_TIMEOUT_S = 20
 CLOSE_TIMEOUT_S = 2
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(KvproofError, RuntimeError):
     """The campaign cannot run on the executor asked for (no cluster extra, no scheduler at the
     address, a worker with other code): the commands print it and exit 2."""
 
@@ -172,30 +174,58 @@ def run_checked(expected: str, address: str, fn: Callable, unit: tuple) -> Any:
         return fn(*unit)
 
 
-#: What the units of this process built and keep for the next ones (a prover and its z3
-#: sessions, loaded record sets), by key. Bounded: a long-lived worker serves many campaigns.
-_STATE: collections.OrderedDict = collections.OrderedDict()
 STATE_ENTRIES = 16
+
+
+class ProcessState:
+    """What the units of a process built and keep for the next ones (a prover and its z3
+    sessions, loaded record sets), by key, most recently used last. Bounded: a long-lived worker
+    serves many campaigns. One per process (:data:`PROCESS_STATE`): the local pool's workers
+    inherit it when they fork, a cluster's workers each hold their own."""
+
+    def __init__(self, entries: int = STATE_ENTRIES):
+        self.entries = entries
+        self._values: collections.OrderedDict = collections.OrderedDict()
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._values
+
+    def keys(self) -> list:
+        return list(self._values)
+
+    def get(self, key: Any, build: Callable[[], Any]) -> Any:
+        if key in self._values:
+            self._values.move_to_end(key)
+            return self._values[key]
+        value = build()
+        self.seed(key, value)
+        return value
+
+    def seed(self, key: Any, value: Any) -> None:
+        self._values[key] = value
+        self._values.move_to_end(key)
+        while len(self._values) > self.entries:
+            self._values.popitem(last=False)
+
+    def drop(self, key: Any) -> None:
+        self._values.pop(key, None)
+
+
+#: This process's state (module-level because a unit runs as a plain function in whatever
+#: process the executor picked: the state is the process's, not a campaign's).
+PROCESS_STATE = ProcessState()
 
 
 def process_state(key: Any, build: Callable[[], Any]) -> Any:
     """This process's value for ``key``, built by ``build()`` the first time. A unit's result
     must not depend on whether the value was built here or inherited (:func:`seed_state`)."""
-    if key in _STATE:
-        _STATE.move_to_end(key)
-        return _STATE[key]
-    value = build()
-    seed_state(key, value)
-    return value
+    return PROCESS_STATE.get(key, build)
 
 
 def seed_state(key: Any, value: Any) -> None:
     """Give ``key`` this value (before the local pool forks, its workers inherit it instead of
     building their own)."""
-    _STATE[key] = value
-    _STATE.move_to_end(key)
-    while len(_STATE) > STATE_ENTRIES:
-        _STATE.popitem(last=False)
+    PROCESS_STATE.seed(key, value)
 
 
 @contextlib.contextmanager
@@ -206,7 +236,7 @@ def seeded(key: Any, value: Any) -> Iterator[None]:
     try:
         yield
     finally:
-        _STATE.pop(key, None)
+        PROCESS_STATE.drop(key)
 
 
 def folder_digest(root: Path, pattern: str = "*") -> str:

@@ -15,31 +15,31 @@ divide declare prerequisites (``after=``) that make the divisor positive.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from functools import reduce
 from typing import Any, Iterable
 
+from .diagnostics import KvproofError
+
 __all__ = [
     "is_symbolic", "If", "And", "Or", "Not", "Implies", "div", "mod", "cdiv", "round_up",
     "fdiv", "Sum", "Min", "Max", "gcd", "lcm", "concrete_bool", "z3",
     "concrete_only", "Present", "HasKey", "IsInt", "ValueOf", "IntIs", "SameScalar", "IsNumber", "RealOf", "OrDefault",
-    "ConcreteRequired", "checking_concretely",
+    "ConcreteRequired",
 ]
 
-_z3 = None
 #: ``z3.AstRef`` once z3 is imported (by anyone): until then no value can be a z3 term.
 _AST: type | None = None
 
 
+@functools.cache  # the module, imported on first use: the check and simulate paths never import z3
 def z3():
     """The z3 module, imported on first use."""
-    global _z3
-    if _z3 is None:
-        import z3 as module
+    import z3 as module
 
-        _z3 = module
-    return _z3
+    return module
 
 
 def _ast_class() -> type | None:
@@ -54,7 +54,7 @@ def _ast_class() -> type | None:
     return _AST
 
 
-class ConcreteRequired(TypeError):
+class ConcreteRequired(KvproofError, TypeError):
     """A helper that needs concrete operands (``gcd``, ``lcm``, a value that selects structure)
     was given symbolic ones. ``terms`` holds the symbolic operands as z3 terms (a symbolic
     optional field contributes the terms of its protocol attributes), so the solver can pin
@@ -108,13 +108,6 @@ class concrete_only:
         global _CONCRETE_ONLY
         _CONCRETE_ONLY = self._previous
         return False
-
-
-def checking_concretely() -> bool:
-    """True inside :class:`concrete_only` (the checker over loaded documents): every value is a
-    plain Python value, so a rule body may take a concrete fast path (plain ``and``/``or``/``//``,
-    stopping at the first failed test) with the same verdict as its helper formula."""
-    return _CONCRETE_ONLY
 
 
 def is_symbolic(*values: Any) -> bool:

@@ -25,17 +25,17 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
+from .diagnostics import KvproofError
+
 __all__ = ["OutputError", "write_file", "OutputFolder", "MANIFEST", "failure"]
 
 #: The list of the files kvproof wrote into an output folder (one relative POSIX path per line).
 MANIFEST = ".kvproof-written"
 
 
-class OutputError(Exception):
+class OutputError(KvproofError):
     """A write kvproof refuses or cannot do; ``str()`` is the user-facing reason (exit code 2).
-
-    (Not a ``KvproofError`` subclass only because this module sits below ``diagnostics``; callers
-    catch it next to ``OSError``.)"""
+    Callers catch it next to ``OSError``."""
 
 
 def failure(exc: OSError | OutputError, target: str | Path) -> str:

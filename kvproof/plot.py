@@ -27,6 +27,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from .diagnostics import KvproofError
+
 __all__ = ["FORMATS", "PlotUnavailable", "WorkloadRecorder", "require", "picture_format", "render"]
 
 FORMATS = ("svg", "png")
@@ -35,7 +37,7 @@ INSTALL = "pip install 'kvproof[plot]'"
 _FREE, _PREEMPT, _HIT = "#333333", "#d62728", "#2ca02c"
 
 
-class PlotUnavailable(Exception):
+class PlotUnavailable(KvproofError):
     """--plot cannot draw here (matplotlib is not installed); ``str()`` says what to install."""
 
 

@@ -95,7 +95,7 @@ def render_text(results: list[FileResult]) -> str:
     lines = []
     for result in results:
         for diagnostic in result.diagnostics:
-            lines.append(f"{result.file}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}")
+            lines.append(diagnostic.render(result.file))
     lines.append(_summary(results))
     return "\n".join(lines) + "\n"
 
@@ -174,7 +174,7 @@ def render_sarif(results: list[FileResult], rules: list[RuleInfo] | None = None,
                     physical["region"] = {"startLine": at[0], "startColumn": at[1]}
                 location["physicalLocation"] = physical
             location["logicalLocations"] = [{"fullyQualifiedName": d.path, "kind": "member"}]
-            entry = {"ruleId": d.rule, "level": "error", "message": {"text": f"{d.path}: {d.message}"},
+            entry = {"ruleId": d.rule, "level": "error", "message": {"text": d.at()},
                      "locations": [location]}
             if d.rule in index:
                 entry["ruleIndex"] = index[d.rule]
@@ -211,7 +211,7 @@ def render_junit(results: list[FileResult], suite: str = "kvproof check") -> str
     ]
     for r in results:
         lines.append(f"    <testcase classname={attr(r.kind or 'unknown')} name={attr(r.file)}>")
-        body = escape(_xml_safe("\n".join(f"{d.rule} {d.path}: {d.message}" for d in r.diagnostics)))
+        body = escape(_xml_safe("\n".join(d.text() for d in r.diagnostics)))
         if r.status == "refused":
             lines.append(f"      <failure message={attr(r.diagnostics[0].rule + ' ' + r.diagnostics[0].message)}>{body}</failure>")
         elif r.status == "bad_input":
@@ -269,7 +269,7 @@ def render_github(results: list[FileResult], summary: str | None = None) -> str:
         for d in result.diagnostics:
             file = d.file or result.file
             at = positions.of(file, d.rule, d.path, d.message) if file else None
-            lines.append(github_command("error", f"{d.path}: {d.message}", file, at, d.rule))
+            lines.append(github_command("error", d.at(), file, at, d.rule))
         if result.status == "skipped":
             lines.append(github_command("notice", "geometry document: use kvproof simulate", result.file,
                                         title="skipped"))

@@ -144,14 +144,17 @@ def test_explicit_null_stays_null_and_absent_stays_absent() -> None:
     assert dumps(unstructure(load_bytes(text).obj)) == text
 
 
-def test_refusal_is_public_and_becomes_an_ld002_at_its_path() -> None:
-    """``Refusal`` (formerly ``_Refusal``) is the codec's public way for a structure hook to refuse
-    a value; the geometry hooks raise it, and its text is the diagnostic at the value's path."""
+def test_document_refusal_is_public_and_becomes_an_ld002_at_its_path() -> None:
+    """``DocumentRefusal`` is the codec's public way for a structure hook to refuse a value (a
+    ``KvproofError`` with a name no other class has); the geometry hooks raise it, and its text is
+    the diagnostic at the value's path."""
+    from kvproof.diagnostics import KvproofError
     from kvproof.models import codec
     from kvproof.models.geometry import load_geometry
 
-    assert "Refusal" in codec.__all__ and issubclass(codec.Refusal, ValueError)
-    assert not hasattr(codec, "_Refusal")  # no importer of the private name is left in the repository
+    assert "DocumentRefusal" in codec.__all__
+    assert issubclass(codec.DocumentRefusal, ValueError) and issubclass(codec.DocumentRefusal, KvproofError)
+    assert not hasattr(codec, "Refusal") and not hasattr(codec, "_Refusal")
     with pytest.raises(InputError) as error:
         load_geometry({"layers": [], "max_model_len": 16, "available_memory_bytes": 1, "block_size": "16"}, "g.json")
     assert [d.render() for d in error.value.diagnostics] == [

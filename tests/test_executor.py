@@ -76,9 +76,9 @@ def test_a_seeded_value_reaches_forked_workers_and_is_dropped_after() -> None:
         with seam.executor_for("local", 2) as pool:
             got = list(seam.results_in_order(pool, seam.process_state, [(key, _built)] * 2))
     assert got == ["from the parent"] * 2
-    assert key not in seam._STATE
+    assert key not in seam.PROCESS_STATE
     assert seam.process_state(key, _built) == "built"
-    seam._STATE.pop(key)
+    seam.PROCESS_STATE.drop(key)
 
 
 def test_without_the_cluster_extra_an_address_is_refused_naming_it(monkeypatch, capsys) -> None:
@@ -154,7 +154,7 @@ def cluster():
 
 def _worker_state(client) -> dict[str, list[str]]:
     return client.run(lambda: sorted(str(k[0] if isinstance(k, tuple) else k)
-                                     for k in __import__("kvproof.executor", fromlist=["_STATE"])._STATE))
+                                     for k in __import__("kvproof.executor", fromlist=["PROCESS_STATE"]).PROCESS_STATE.keys()))
 
 
 @needs_cluster

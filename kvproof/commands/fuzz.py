@@ -422,7 +422,7 @@ def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: st
         problems.append(Diagnostic("LD001", "$", "--fixtures: no such directory", fixtures))
     if problems:
         for diagnostic in problems:
-            sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")
+            sys.stdout.write(diagnostic.render(diagnostic.file or "-") + "\n")
         return EXIT_BAD_INPUT
     from ..executor import ExecutorError
 
@@ -435,7 +435,7 @@ def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: st
         return EXIT_BAD_INPUT
     except InputError as exc:
         for diagnostic in exc.diagnostics:
-            sys.stdout.write(f"{diagnostic.file or '-'}: {diagnostic.rule} {diagnostic.path}: {diagnostic.message}\n")
+            sys.stdout.write(diagnostic.render(diagnostic.file or "-") + "\n")
         return EXIT_BAD_INPUT
     sys.stdout.write({"json": render_json, "sarif": render_sarif, "github": render_github}.get(fmt, render_text)(result))
     return result.exit_code

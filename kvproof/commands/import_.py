@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Iterable
 
-from ..diagnostics import Diagnostic, InputError
+from ..diagnostics import LOAD_KIND, Diagnostic, InputError
 from ..models.documents import load_path
 from .check import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, FileResult, expand, render_text
 
@@ -39,7 +39,7 @@ def run(phase_dirs: Iterable[str], output: str | None, probe: Iterable[str] = ()
         probes = [load_path(path) for path in probe_files]
         profile = load_path(verify) if verify is not None else None
         if profile is not None and profile.kind != "profile":
-            sys.stdout.write(f"{verify}: LD003 $: --verify takes a profile, not a {profile.kind}\n")
+            sys.stdout.write(Diagnostic(LOAD_KIND, "$", f"--verify takes a profile, not a {profile.kind}", verify).render() + "\n")
             return EXIT_BAD_INPUT
     except InputError as exc:
         sys.stdout.write(_report(exc.diagnostics, "bad_input"))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..diagnostics import InputError
+from ..diagnostics import LOAD_KIND, Diagnostic, InputError
 from ..models.codec import ABSENT
 from ..models.documents import load_path
 from .check import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
@@ -118,7 +118,7 @@ def run(path: str, tokens: int | None, fmt: str = "text") -> int:
         sys.stdout.write("".join(d.render() + "\n" for d in exc.diagnostics))
         return EXIT_BAD_INPUT
     if document.kind != "profile":
-        sys.stdout.write(f"{path}: LD003 $: plan takes a profile, not a {document.kind}\n")
+        sys.stdout.write(Diagnostic(LOAD_KIND, "$", f"plan takes a profile, not a {document.kind}", path).render() + "\n")
         return EXIT_BAD_INPUT
     from ..rules.state_storage import replay_document
 

@@ -64,11 +64,14 @@ class RecordSet:
     def trees(self, index: int | None = None, tree: Any = None) -> list[tuple[str, Any]]:
         return [(d.file, tree if i == index else d.tree) for i, d in enumerate(self.documents)]
 
-    def twin_keys(self) -> list[str | None]:
-        """Per document: the worker's text without ranks and devices (equal for TP twins), None
-        for other kinds."""
+    def twin_keys(self) -> list[int | None]:
+        """Per document: for a worker record, the position of the first record of the set that
+        has its TP-rank original (the loader's ``Document.rank_twin_of``: equal for TP twins),
+        None for other kinds."""
         if self._twin_keys is None:
-            self._twin_keys = [_rank_free(d.tree) if d.kind == "worker" else None for d in self.documents]
+            first: dict[int, int] = {}
+            self._twin_keys = [first.setdefault(id(d.document.rank_original()), index) if d.kind == "worker" else None
+                               for index, d in enumerate(self.documents)]
         return self._twin_keys
 
     _twin_keys: list | None = attrs.field(default=None, repr=False, eq=False)
@@ -76,7 +79,7 @@ class RecordSet:
     def reduces(self, index: int) -> bool:
         """The reduced set of a mutant of document ``index`` leaves documents out."""
         keys = self.twin_keys()
-        seen: set[str] = set()
+        seen: set[int] = set()
         for position, key in enumerate(keys):
             if position == index or key is None:
                 continue
@@ -119,16 +122,17 @@ def collect_inputs(paths: Iterable[str]) -> tuple[list[RecordSet], list[tuple[st
     """Record sets (by directory) and geometries ``(file, Geometry)`` of the given paths; a file
     that does not load raises :class:`InputError`."""
     from ..models.codec import parse_json
-    from ..models.documents import read_document
+    from ..models.documents import RankTwins, load_parsed, read_document
 
     by_directory: dict[str, list[InputDocument]] = {}
+    ranks: dict[str, RankTwins] = {}  # a set's TP-rank twins, found by the loader as check finds them
     geometries: list[tuple[str, Any]] = []
     problems = []
     for path in _expand(paths):
         try:
             data = read_document(path)  # bounded: /dev/zero is too large, a FIFO reads empty
             tree = parse_json(data, str(path))
-            document = load_tree(tree, str(path))
+            document = load_parsed(data, tree, str(path), ranks=ranks.setdefault(str(path.parent), RankTwins()))
         except InputError as exc:
             problems.extend(exc.diagnostics)
             continue
@@ -266,20 +270,6 @@ def check_set(documents: list[Document], rules=None) -> list:
     return check(documents, rules)
 
 
-def _rank_free(tree: Any) -> str:
-    """A worker tree without its ranks and devices (TP twins have the same text)."""
-    if not isinstance(tree, dict):
-        return json.dumps(tree)
-    out = {k: v for k, v in tree.items() if k not in ("dp_rank", "tp_rank", "pp_rank")}
-    cache = out.get("cache")
-    if isinstance(cache, dict) and isinstance(cache.get("storages"), list):
-        cache = dict(cache)
-        cache["storages"] = [{k: v for k, v in s.items() if k != "device"} if isinstance(s, dict) else s
-                             for s in cache["storages"]]
-        out["cache"] = cache
-    return json.dumps(out, sort_keys=True)
-
-
 def _reduced(record_set: RecordSet, index: int, document: Document) -> list[Document]:
     """The mutant with the set's other documents, TP-rank twins of one worker kept once and the
     unchanged twins of the mutated worker left out (they pass as they did in the accepted set).
@@ -289,7 +279,7 @@ def _reduced(record_set: RecordSet, index: int, document: Document) -> list[Docu
     is checked again with the whole set before it counts as accepted."""
     keys = record_set.twin_keys()
     mine = keys[index]
-    kept: set[str] = set()
+    kept: set[int] = set()
     out = []
     for position, doc in enumerate(record_set.documents):
         if position == index:
@@ -320,7 +310,7 @@ def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
         document = load_tree(tree, original.file)
     except InputError as exc:
         ids = tuple(dict.fromkeys(d.rule for d in exc.diagnostics))
-        return "loader", ids, [f"{d.rule} {d.path}: {d.message}" for d in exc.diagnostics[:3]]
+        return "loader", ids, [d.text() for d in exc.diagnostics[:3]]
     documents = _reduced(record_set, index, document) if reduced else record_set.replaced(index, document)
     if reduced:
         # RS005 counts a scheduler's workers: the reduced set leaves twins out, so it would refuse
@@ -331,7 +321,7 @@ def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
     diagnostics = check_set(documents, rules)
     if diagnostics:
         ids = tuple(dict.fromkeys(d.rule for d in diagnostics))
-        return "rule", ids, [f"{d.rule} {d.path}: {d.message}" for d in diagnostics[:3]]
+        return "rule", ids, [d.text() for d in diagnostics[:3]]
     return "accepted", (), []
 
 
@@ -385,15 +375,12 @@ def plan_edits(record_set: RecordSet, vocabulary: dict, random_count: int, seed:
     """``(document index, edit, random)`` for every mutant of a record set (``sample``: at most
     that many systematic edits per document, drawn with the seed, in document order)."""
     planned: list[tuple[int, Edit, bool]] = []
-    seen_workers: dict[str, str] = {}
+    keys = record_set.twin_keys()
     for index, doc in enumerate(record_set.documents):
-        if doc.kind == "worker":
-            key = _rank_free(doc.tree)
-            if key in seen_workers:
-                if twins is not None:
-                    twins.append((doc.file, seen_workers[key]))
-                continue
-            seen_workers[key] = doc.file
+        if keys[index] is not None and keys[index] != index:  # a TP-rank twin of an earlier worker
+            if twins is not None:
+                twins.append((doc.file, record_set.documents[keys[index]].file))
+            continue
         cls = document_class(doc.kind)
         systematic = list(edits(doc.file, cls, doc.tree, vocabulary, exhaustive))
         if sample is not None and len(systematic) > sample:
@@ -514,19 +501,22 @@ def _run_task(record_set: RecordSet, task: tuple) -> tuple:
 
 
 def set_payload(record_set: RecordSet) -> tuple:
-    """A record set as plain data, ``(key, name, ((file, tree), ...))``: what a unit carries to
-    a process that has not loaded it (the key is the digest of the rest)."""
+    """A record set as plain data, ``(key, name, ((file, tree, twin key), ...))``: what a unit
+    carries to a process that has not loaded it (the key is the digest of the rest; the twin key
+    is :meth:`RecordSet.twin_keys`', the loader's finding, not found again there)."""
     import hashlib
 
-    files = tuple((d.file, d.tree) for d in record_set.documents)
+    files = tuple((d.file, d.tree, twin) for d, twin in zip(record_set.documents, record_set.twin_keys()))
     key = hashlib.sha256(json.dumps([record_set.name, files], sort_keys=True, default=repr).encode()).hexdigest()
     return key, record_set.name, files
 
 
 def _loaded_set(name: str, files: tuple) -> RecordSet:
-    documents = []
-    for file, tree in files:
+    documents: list[InputDocument] = []
+    for index, (file, tree, twin) in enumerate(files):
         document = load_tree(tree, file)
+        if twin is not None and twin != index:
+            document = attrs.evolve(document, rank_twin_of=documents[twin].document)
         documents.append(InputDocument(file, document.kind, tree, document))
     return RecordSet(name, documents)
 

@@ -74,10 +74,6 @@ def _is_worker(edit: Edit, tree: Any) -> bool:
     return _kind(tree) == "worker"
 
 
-def _is_scheduler(edit: Edit, tree: Any) -> bool:
-    return _kind(tree) == "scheduler"
-
-
 def _plain(edit: Edit, tree: Any) -> bool:
     """The record holds no hybrid evidence (no worker layer specs, no scheduler group spec)."""
     groups = _at(tree, ("cache", "groups")) or []

@@ -27,6 +27,7 @@ edited. ``exhaustive=True`` edits every element; the random campaign reaches the
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import types
@@ -152,37 +153,29 @@ def _leaf_type(type_: Any) -> tuple[str, tuple | None] | None:
     return None
 
 
-_HINTS: dict[type, dict] = {}
-
-
+@functools.cache  # a pure function of a model class (a few dozen), asked for at every site
 def _hints(cls: type) -> dict:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+    return typing.get_type_hints(cls)
 
 
 _ENUM_VALUES = frozenset(value for values in VOCABULARY.values() for value in values)
 
 
+@functools.cache  # pure: the field names of the document models, asked for per element
 def _field_names() -> frozenset[str]:
     from .reads import MODEL_CLASSES
 
     return frozenset(field.name for cls in MODEL_CLASSES for field in attrs.fields(cls))
 
 
-_FIELD_NAMES: frozenset[str] | None = None
-
-
 def _signature(value: Any) -> str:
     """The element with numbers, names and mapping keys blanked: elements of one signature are
     alike for the rules (the KDA groups of a GLM worker, the layer specs of one group)."""
-    global _FIELD_NAMES
-    if _FIELD_NAMES is None:
-        _FIELD_NAMES = _field_names()
+    field_names = _field_names()
 
     def blank(v: Any) -> Any:
         if isinstance(v, dict):
-            return sorted(((k if k in _FIELD_NAMES else "#key"), blank(x)) for k, x in v.items())
+            return sorted(((k if k in field_names else "#key"), blank(x)) for k, x in v.items())
         if isinstance(v, list):
             return [blank(x) for x in v]
         if isinstance(v, str):

@@ -3,8 +3,8 @@
 :func:`tracing` installs a ``__getattribute__`` hook on every attrs class of the document models
 (records and profiles) for the duration of a ``with`` block, and :func:`traced_rules` wraps each
 rule's binding and body so that the hook records an attribute read only while that rule's code
-runs (the checker's own bookkeeping, e.g. its comparison of TP-rank twins, reads every field and
-must not count). A read is a ``(class name, field name)`` pair with the IDs of the rules that
+runs (the checker's own bookkeeping, such as its prerequisite suppression, and any other read
+outside a rule must not count). A read is a ``(class name, field name)`` pair with the IDs of the rules that
 read it; a binding's reads count (a binding that pairs records by ``dp_rank`` reads it).
 
 The checker is run unchanged (:func:`kvproof.rules.check.check` with the wrapped rules), so
@@ -74,13 +74,16 @@ class ReadLog:
         return {f"{cls}.{field}": sorted(rules) for (cls, field), rules in sorted(self.reads.items())}
 
 
-_INSTALLED: list[ReadLog] = []
+def _installed() -> bool:
+    """A :func:`tracing` block is running: its hook is on the model classes (the hooks are the
+    only state tracing keeps)."""
+    return getattr(MODEL_CLASSES[0].__dict__.get("__getattribute__"), "traced_log", None) is not None
 
 
 @contextlib.contextmanager
 def tracing(log: ReadLog) -> Iterator[ReadLog]:
     """Record the field reads of rule code into ``log`` inside the block (not re-entrant)."""
-    if _INSTALLED:
+    if _installed():
         raise RuntimeError("read tracing is already active")
     saved: list[tuple[type, Any]] = []
     for cls in MODEL_CLASSES:
@@ -93,13 +96,12 @@ def tracing(log: ReadLog) -> Iterator[ReadLog]:
                 _log.record(_cls, name)
             return _original(self, name)
 
+        getattribute.traced_log = log
         saved.append((cls, own))
         cls.__getattribute__ = getattribute
-    _INSTALLED.append(log)
     try:
         yield log
     finally:
-        _INSTALLED.pop()
         for cls, own in saved:
             if own is None:
                 del cls.__getattribute__

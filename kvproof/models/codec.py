@@ -32,11 +32,11 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn
 
-from ..diagnostics import LOAD_SCHEMA, LOAD_SYNTAX, Diagnostic, InputError
+from ..diagnostics import LOAD_SCHEMA, LOAD_SYNTAX, Diagnostic, InputError, KvproofError
 
 __all__ = [
     "ABSENT", "Absent", "present", "SignedInt", "Scalar", "MAX_SAFE_INT", "MAX_DOCUMENT_BYTES",
-    "parse_json", "structure", "unstructure", "dumps", "load_document", "converter", "Refusal",
+    "parse_json", "structure", "unstructure", "dumps", "load_document", "converter", "DocumentRefusal",
 ]
 
 MAX_SAFE_INT = 2**53
@@ -249,11 +249,11 @@ def _join(path: str, key: str) -> str:
 # The converter
 
 
-class Refusal(ValueError):
+class DocumentRefusal(KvproofError, ValueError):
     """Raised by a structure hook to refuse a value; its text becomes the ``LD002`` message at
     the value's JSON path. Hooks registered on :data:`converter` by other modules (for example
-    :mod:`kvproof.models.geometry`) raise it too. (Not :class:`kvproof.sim.Refusal`, which is
-    vLLM refusing to start.)"""
+    :mod:`kvproof.models.geometry`) raise it too. (A ``ValueError`` too, as cattrs' hooks raise;
+    not the simulator's refusal, which is vLLM refusing to start.)"""
 
 
 def _describe(value: Any) -> str:
@@ -276,47 +276,47 @@ def _describe(value: Any) -> str:
 
 def _int(value: Any, _type: Any) -> int:
     if type(value) is not int:
-        raise Refusal(f"expected a non-negative integer, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a non-negative integer, got {_describe(value)}")
     if value < 0:
-        raise Refusal(f"expected a non-negative integer, got {value}")
+        raise DocumentRefusal(f"expected a non-negative integer, got {value}")
     if value > MAX_SAFE_INT:
-        raise Refusal(f"integer {value} exceeds 2**53")
+        raise DocumentRefusal(f"integer {value} exceeds 2**53")
     return value
 
 
 def _signed_int(value: Any, _type: Any) -> int:
     if type(value) is not int:
-        raise Refusal(f"expected an integer, got {_describe(value)}")
+        raise DocumentRefusal(f"expected an integer, got {_describe(value)}")
     if abs(value) > MAX_SAFE_INT:
-        raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        raise DocumentRefusal(f"integer {value} exceeds 2**53 in magnitude")
     return value
 
 
 def _float(value: Any, _type: Any) -> float | int:
     if type(value) not in (int, float):
-        raise Refusal(f"expected a number, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a number, got {_describe(value)}")
     if type(value) is int and abs(value) > MAX_SAFE_INT:
-        raise Refusal(f"number {value} exceeds 2**53 in magnitude")
+        raise DocumentRefusal(f"number {value} exceeds 2**53 in magnitude")
     return value
 
 
 def _bool(value: Any, _type: Any) -> bool:
     if type(value) is not bool:
-        raise Refusal(f"expected a bool, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a bool, got {_describe(value)}")
     return value
 
 
 def _str(value: Any, _type: Any) -> str:
     if type(value) is not str:
-        raise Refusal(f"expected a string, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a string, got {_describe(value)}")
     return value
 
 
 def _scalar(value: Any, _type: Any) -> Any:
     if isinstance(value, (dict, list, str)):
-        raise Refusal(f"expected a number, a bool or null, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a number, a bool or null, got {_describe(value)}")
     if type(value) is int and abs(value) > MAX_SAFE_INT:
-        raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
+        raise DocumentRefusal(f"integer {value} exceeds 2**53 in magnitude")
     return value
 
 
@@ -327,17 +327,17 @@ def _scalar(value: Any, _type: Any) -> Any:
 # detailed path alone decides the diagnostics (tests/robustness compares the two converters).
 
 
-# A fast path that fails records the id() of its value in _FAILED as the exception passes up.  When
-# the detailed path of a parent then meets that value, it goes straight to the detailed path
-# instead of trying the fast path again: a failure deep in a big document costs two walks of the
-# failing branch, not one per level.  _FAILED is only a hint (a stale id costs speed, never
-# changes a result: both paths give the same verdict), cleared by every structure() call.
-_FAILED: set[int] = set()
+# A fast path that fails records the id() of its value in its converter's ``failed`` set as the
+# exception passes up.  When the detailed path of a parent then meets that value, it goes straight
+# to the detailed path instead of trying the fast path again: a failure deep in a big document
+# costs two walks of the failing branch, not one per level.  The set is only a hint (a stale id
+# costs speed, never changes a result: both paths give the same verdict), cleared by every
+# structure() call.
 
 
-def _fast_then_detailed(fast, detailed):
+def _fast_then_detailed(fast, detailed, failed: set):
     def hook(value: Any, t: Any) -> Any:
-        if id(value) not in _FAILED:
+        if id(value) not in failed:
             try:
                 return fast(value, t)
             except Exception:  # noqa: BLE001 - re-run with detailed validation for the diagnostics
@@ -362,7 +362,7 @@ def _literal_hook_factory(type_: Any, _conv: cattrs.Converter | None = None):
             if type(value) is type(option) and value == option:
                 return value
         shown = ", ".join(json.dumps(option) for option in allowed)
-        raise Refusal(f"expected one of {shown}, got {json.dumps(value) if _jsonable(value) else _describe(value)}")
+        raise DocumentRefusal(f"expected one of {shown}, got {json.dumps(value) if _jsonable(value) else _describe(value)}")
 
     return hook
 
@@ -399,25 +399,22 @@ def _optional_hook_factory(type_: Any, conv: cattrs.Converter):
 
 
 class _Budget(threading.local):
-    """Problems recorded by the detailed paths during one :func:`structure` call."""
+    """Problems recorded by the detailed paths of a converter during one :func:`structure` call."""
 
     problems = 0
 
 
-_budget = _Budget()
-
-
-def _record(errors: list, exc: Exception, note: Any) -> bool:
+def _record(errors: list, exc: Exception, note: Any, budget: _Budget) -> bool:
     """Add ``exc`` with its note; False once this container or the document has enough problems."""
     exc.__notes__ = [*getattr(exc, "__notes__", []), note]
     errors.append(exc)
-    _budget.problems += 1
-    return len(errors) < MAX_PROBLEMS_PER_CONTAINER and _budget.problems < MAX_PROBLEMS
+    budget.problems += 1
+    return len(errors) < MAX_PROBLEMS_PER_CONTAINER and budget.problems < MAX_PROBLEMS
 
 
 def _truncated(errors: list, unchecked: int, what: str) -> None:
     if unchecked:
-        errors.append(Refusal(f"{unchecked} more {what} not checked after {len(errors)} problems"))
+        errors.append(DocumentRefusal(f"{unchecked} more {what} not checked after {len(errors)} problems"))
 
 
 def _list_hook_factory(type_: Any, conv: cattrs.Converter):
@@ -426,15 +423,16 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
     if elem_type is Any:
         def detailed(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             return list(value)
 
         return detailed
     handler = conv.get_structure_hook(elem_type)
+    budget, failed = conv.budget, conv.failed
 
     def detailed(value: Any, _t: Any) -> list:
         if type(value) is not list:
-            raise Refusal(f"expected an array, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an array, got {_describe(value)}")
         out = []
         errors: list = []
         for index, item in enumerate(value):
@@ -442,7 +440,7 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
                 out.append(handler(item, elem_type))
             except Exception as exc:  # noqa: BLE001 - regrouped below with the index as a note
                 note = cattrs.errors.IterableValidationNote(f"Structuring {type_} @ index {index}", index, elem_type)
-                if not _record(errors, exc, note):
+                if not _record(errors, exc, note, budget):
                     _truncated(errors, len(value) - index - 1, "element(s)")
                     break
         if errors:
@@ -454,22 +452,22 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
     if elem_type is int and handler is _int:
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _int inline (a set/min/max test costs more on these short lists)
                 if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
-                    _FAILED.add(id(value))
-                    raise Refusal("an element is refused")
+                    failed.add(id(value))
+                    raise DocumentRefusal("an element is refused")
             return list(value)
 
         fast.inline = _INT_LIST  # an attrs fast path runs this loop itself (see _fast_structure_fn)
     elif elem_type is str and handler is _str:
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             for item in value:  # _str inline
                 if type(item) is not str:
-                    _FAILED.add(id(value))
-                    raise Refusal("an element is refused")
+                    failed.add(id(value))
+                    raise DocumentRefusal("an element is refused")
             return list(value)
 
         fast.inline = _STR_LIST
@@ -478,33 +476,34 @@ def _list_hook_factory(type_: Any, conv: cattrs.Converter):
 
         def fast(value: Any, _t: Any) -> list:
             if type(value) is not list:
-                raise Refusal(f"expected an array, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an array, got {_describe(value)}")
             try:
                 return [fast_handler(item, elem_type) for item in value]
             except Exception:
-                _FAILED.add(id(value))
+                failed.add(id(value))
                 raise
 
-    return _fast_then_detailed(fast, detailed)
+    return _fast_then_detailed(fast, detailed, failed)
 
 
 def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
     key_type, value_type = get_args(type_) or (str, Any)
+    budget, failed = conv.budget, conv.failed
     value_hook = conv.get_structure_hook(value_type)
     fast_value_hook = _fast_hook(conv, value_type)
 
     def fast(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
-            raise Refusal(f"expected an object, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(value)}")
         try:
             return {key: fast_value_hook(item, value_type) for key, item in value.items()}
         except Exception:
-            _FAILED.add(id(value))
+            failed.add(id(value))
             raise
 
     def detailed(value: Any, _t: Any) -> dict:
         if not isinstance(value, dict):
-            raise Refusal(f"expected an object, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(value)}")
         out = {}
         errors: list = []
         for position, (key, item) in enumerate(value.items()):
@@ -512,23 +511,24 @@ def _dict_hook_factory(type_: Any, conv: cattrs.Converter):
                 out[key] = value_hook(item, value_type)
             except Exception as exc:  # noqa: BLE001 - regrouped below with the key as a note
                 note = cattrs.errors.IterableValidationNote(f"Structuring mapping value @ key {key!r}", key, value_type)
-                if not _record(errors, exc, note):
+                if not _record(errors, exc, note, budget):
                     _truncated(errors, len(value) - position - 1, "value(s)")
                     break
         if errors:
             raise cattrs.errors.IterableValidationError("While structuring a mapping", errors, dict)
         return out
 
-    return _fast_then_detailed(fast, detailed) if _fast(conv) else detailed
+    return _fast_then_detailed(fast, detailed, failed) if _fast(conv) else detailed
 
 
 def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
     detailed_fn = None
+    failed = conv.failed
 
     def detailed(value: Any, t: Any) -> Any:
         nonlocal detailed_fn
         if not isinstance(value, dict):
-            raise Refusal(f"expected an object, got {_describe(value)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(value)}")
         if detailed_fn is None:  # generated on first need: bad input is the rare case
             detailed_fn = make_dict_structure_fn(
                 cls, conv, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True)
@@ -542,14 +542,14 @@ def _attrs_hook_factory(cls: type, conv: cattrs.Converter):
 
         def fast(value: Any, t: Any) -> Any:
             if not isinstance(value, dict):
-                raise Refusal(f"expected an object, got {_describe(value)}")
+                raise DocumentRefusal(f"expected an object, got {_describe(value)}")
             try:
                 return fast_fn(value, t)
             except Exception:
-                _FAILED.add(id(value))
+                failed.add(id(value))
                 raise
 
-    return _fast_then_detailed(fast, detailed)
+    return _fast_then_detailed(fast, detailed, failed)
 
 
 #: Markers of the list hooks whose element test an attrs fast path runs inline, and of a field
@@ -570,6 +570,7 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
     """The fast path of an attrs class: a closure over a field table, no error collection and no
     code generation (so no compile cost at start-up).  None when the class uses an attrs feature
     the table does not model; cattrs' own non-detailed function serves it then."""
+    failed = conv.failed
     try:
         hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - unresolvable annotations: let cattrs handle the class
@@ -603,9 +604,9 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
 
     def fast(o: Any, _t: Any) -> Any:
         if not isinstance(o, dict):
-            raise Refusal(f"expected an object, got {_describe(o)}")
+            raise DocumentRefusal(f"expected an object, got {_describe(o)}")
         if not required.issubset(o):
-            raise Refusal("missing key")
+            raise DocumentRefusal("missing key")
         # Only the keys the document holds (a LayerSpec has 30 fields and uses about 8), written
         # over the defaults, then one positional call (counted under cachegrind: fewer
         # instructions than cattrs' generated function or a walk over every field). An unknown
@@ -616,30 +617,30 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
                 index, kind, low, high, hook, tp = table[key]
                 if type(v) is kind:
                     if low is not None and not low <= v <= high:
-                        raise Refusal(key)
+                        raise DocumentRefusal(key)
                 elif kind is _HOOK:
                     v = hook(v, tp)
                 elif kind is _INT_LIST:  # the list[int] hook's fast path, without the call
                     if type(v) is not list:
-                        raise Refusal(key)
+                        raise DocumentRefusal(key)
                     for item in v:
                         if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
-                            _FAILED.add(id(v))
-                            raise Refusal(key)
+                            failed.add(id(v))
+                            raise DocumentRefusal(key)
                     v = list(v)
                 elif kind is _STR_LIST:  # the list[str] hook's fast path, without the call
                     if type(v) is not list:
-                        raise Refusal(key)
+                        raise DocumentRefusal(key)
                     for item in v:
                         if type(item) is not str:
-                            _FAILED.add(id(v))
-                            raise Refusal(key)
+                            failed.add(id(v))
+                            raise DocumentRefusal(key)
                     v = list(v)
                 elif v is not None or key not in nullable:
-                    raise Refusal(key)
+                    raise DocumentRefusal(key)
                 args[index] = v
         except Exception:
-            _FAILED.add(id(o))
+            failed.add(id(o))
             raise
         return cls(*args)
 
@@ -649,6 +650,14 @@ def _fast_structure_fn(cls: type, conv: cattrs.Converter):
 class _Converter(cattrs.Converter):
     #: Structure through the fast paths first (False: detailed validation only; tests compare both).
     fast_path: bool = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        #: The state of the running structure() call, owned here so that its hooks (closures made
+        #: by the factories below) share it: the problems recorded, and the ids of values whose
+        #: fast path failed (see _fast_then_detailed).
+        self.budget = _Budget()
+        self.failed: set[int] = set()
 
 
 def _fast(conv: cattrs.Converter) -> bool:
@@ -694,7 +703,7 @@ converter = _make_converter()
 def _format(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return "required key is missing"
-    if isinstance(exc, Refusal):
+    if isinstance(exc, DocumentRefusal):
         return str(exc)
     if isinstance(exc, (ValueError, TypeError)):
         return f"invalid value: {exc}"
@@ -706,10 +715,11 @@ def structure(tree: Any, cls: type[T], file: str | None = None, *, _converter: A
 
     (``_converter``: another converter of :func:`_make_converter`, for tests that compare the
     fast path with detailed validation alone.)"""
-    _budget.problems = 0
-    _FAILED.clear()
+    conv = _converter or converter
+    conv.budget.problems = 0
+    conv.failed.clear()
     try:
-        return (_converter or converter).structure(tree, cls)
+        return conv.structure(tree, cls)
     except Exception as exc:  # noqa: BLE001 - every structuring failure becomes diagnostics
         diagnostics = []
         for path, problem in _problems(exc, "$"):
@@ -764,9 +774,3 @@ def load_document(data: bytes | str, cls: type[T], file: str | None = None) -> T
     """Parse and structure in one step."""
     return structure(parse_json(data, file), cls, file)
 
-
-def optional_args(type_: Any) -> tuple:
-    """The non-None members of an optional annotation (helper for schema export)."""
-    if get_origin(type_) in (typing.Union, types.UnionType):
-        return tuple(a for a in get_args(type_) if a is not type(None))
-    return (type_,)

@@ -15,8 +15,8 @@ from .codec import ABSENT, MAX_SAFE_INT, parse_json, structure
 from .profile import PROFILE_SCHEMA, Profile
 from .record import RECORD_SCHEMA, SchedulerRecord, WorkerRecord
 
-__all__ = ["Document", "detect_kind", "load_tree", "load_bytes", "load_path", "read_document", "KINDS",
-           "RankTwins", "rank_free_tree"]
+__all__ = ["Document", "detect_kind", "load_tree", "load_bytes", "load_parsed", "load_path", "read_document",
+           "KINDS", "RankTwins", "rank_free_tree"]
 
 KINDS = ("profile", "worker", "scheduler", "geometry")
 
@@ -31,12 +31,18 @@ class Document:
     #: ``checked`` or ``probe`` (an accepted probe's record that phases are compared with).
     role: str = "checked"
     #: The parsed JSON of a worker record read by :func:`load_bytes` (a tree nobody else holds, so
-    #: it stays as structured; up to 8 MiB of document), else None: the checker compares TP ranks
-    #: by it in C (``rules.check._twins``) instead of walking the attrs objects.
+    #: it stays as structured; up to 8 MiB of document), else None: :class:`RankTwins` compares
+    #: TP ranks by it in C instead of walking the attrs objects.
     tree: Any = attrs.field(default=None, eq=False, repr=False)
     #: The earlier worker record of the same load this one is a TP-rank twin of (:class:`RankTwins`:
-    #: equal but for ranks and devices, types included), else None.
+    #: equal but for ranks and devices, types included), else None. The loader is the one place
+    #: twins are found; the checker and the fuzzer read this.
     rank_twin_of: Any = attrs.field(default=None, eq=False, repr=False)
+
+    def rank_original(self) -> "Document":
+        """The record this one is a TP-rank twin of, else itself: records with the same original
+        get the same findings from every rule of a worker record (none reads ranks or devices)."""
+        return self.rank_twin_of if self.rank_twin_of is not None else self
 
 
 def detect_kind(tree: Any) -> str | None:
@@ -79,31 +85,37 @@ def load_bytes(data: bytes | str, file: str | None = None, kind: str | None = No
     """Load one document. ``ranks`` (one per set of documents loaded together) structures a worker
     record that equals an earlier one but for its ranks and devices from the earlier's objects."""
     try:
-        tree = parse_json(data, file)
-        if ranks is not None:
-            twin = ranks.twin(data, tree, file, kind)
-            if twin is not None:
-                return twin
-        document = load_tree(tree, file, kind)
-        if document.kind == "worker" and len(data) <= _KEEP_TREE_BYTES:
-            document = attrs.evolve(document, tree=tree)
-            if ranks is not None:
-                ranks.remember(data, document)
-        return document
+        return load_parsed(data, parse_json(data, file), file, kind, ranks)
     except MemoryError:
         # One document too big to hold (for example a geometry whose layer range expands to
         # billions of layers) is that file's bad input; the other files are still checked.
         raise InputError([Diagnostic(LOAD_SYNTAX, "$", "document needs more memory than is available to load it", file)]) from None
 
 
-#: A worker record's tree is kept (for the checker's TP-twin test) up to this size of document:
+def load_parsed(data: bytes | str, tree: Any, file: str | None = None, kind: str | None = None,
+                ranks: RankTwins | None = None) -> Document:
+    """:func:`load_bytes` of a document already parsed (``tree`` is ``data`` parsed): for a reader
+    that keeps the tree too (the fuzzer edits it)."""
+    if ranks is not None:
+        twin = ranks.twin(data, tree, file, kind)
+        if twin is not None:
+            return twin
+    document = load_tree(tree, file, kind)
+    if document.kind == "worker" and len(data) <= _KEEP_TREE_BYTES:
+        document = attrs.evolve(document, tree=tree)
+        if ranks is not None:
+            ranks.remember(data, document)
+    return document
+
+
+#: A worker record's tree is kept (for the TP-twin test of :class:`RankTwins`) up to this size of document:
 #: the tree of a bigger one would hold several times its size in memory until the check ends.
 _KEEP_TREE_BYTES = 8 * 1024 * 1024
 
 
 def rank_free_tree(tree: dict) -> dict:
     """A worker record's JSON tree with its ranks and storage devices blanked: the TP ranks of one
-    deployment are equal by it (``rules.check._twins``, :class:`RankTwins`)."""
+    deployment are equal by it (:class:`RankTwins`)."""
     cache = tree["cache"]
     storages = [{**storage, "device": None} for storage in cache["storages"]]
     return {**tree, "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "cache": {**cache, "storages": storages}}

@@ -25,7 +25,7 @@ from .codec import (
     ABSENT,
     MAX_SAFE_INT,
     SignedInt,
-    Refusal,
+    DocumentRefusal,
     converter,
     parse_json,
     present,
@@ -127,33 +127,33 @@ def _describe(value: Any) -> str:
 
 def _dtype_hook(value: Any, _t: Any) -> str:
     if type(value) is not str:
-        raise Refusal(f"expected a dtype name, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a dtype name, got {_describe(value)}")
     if value not in DTYPE_CANONICAL:
-        raise Refusal(f"unknown dtype {value!r}; expected one of {', '.join(sorted(DTYPE_CANONICAL))}")
+        raise DocumentRefusal(f"unknown dtype {value!r}; expected one of {', '.join(sorted(DTYPE_CANONICAL))}")
     return value
 
 
 def _positive_hook(value: Any, _t: Any) -> int:
     if type(value) is not int:
-        raise Refusal(f"expected a positive integer, got {_describe(value)}")
+        raise DocumentRefusal(f"expected a positive integer, got {_describe(value)}")
     if value <= 0:
-        raise Refusal(f"expected a positive integer, got {value}")
+        raise DocumentRefusal(f"expected a positive integer, got {value}")
     if value > MAX_SAFE_INT:
-        raise Refusal(f"integer {value} exceeds 2**53")
+        raise DocumentRefusal(f"integer {value} exceeds 2**53")
     return value
 
 
 def _tokens_per_state_hook(value: Any, _t: Any) -> Any:
     if type(value) is int:
         if abs(value) > MAX_SAFE_INT:
-            raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
+            raise DocumentRefusal(f"integer {value} exceeds 2**53 in magnitude")
         return value
     if type(value) is str:
         match = _FRACTION.match(value)
         if match is None or int(match.group(2)) == 0:
-            raise Refusal(f"expected an integer or a fraction string such as \"1/4\", got {value!r}")
+            raise DocumentRefusal(f"expected an integer or a fraction string such as \"1/4\", got {value!r}")
         return value
-    raise Refusal(f"expected an integer or a fraction string such as \"1/4\", got {_describe(value)}")
+    raise DocumentRefusal(f"expected an integer or a fraction string such as \"1/4\", got {_describe(value)}")
 
 
 def _multiple_of(value: Any) -> MultipleOf | None:
@@ -168,12 +168,12 @@ def _alignment_hook(value: Any, _t: Any) -> Any:
     # An int <= 0 is kept: vLLM itself refuses it ("block_stride_alignment must be positive").
     if type(value) is int:
         if abs(value) > MAX_SAFE_INT:
-            raise Refusal(f"integer {value} exceeds 2**53 in magnitude")
+            raise DocumentRefusal(f"integer {value} exceeds 2**53 in magnitude")
         return value
     multiple = _multiple_of(value)
     if multiple is not None:
         return multiple
-    raise Refusal(f"expected an integer or {{\"MultipleOf\": n}} with n > 0, got {_describe(value)}")
+    raise DocumentRefusal(f"expected an integer or {{\"MultipleOf\": n}} with n > 0, got {_describe(value)}")
 
 
 def _kernel_block_size_hook(value: Any, _t: Any) -> Any:
@@ -182,39 +182,39 @@ def _kernel_block_size_hook(value: Any, _t: Any) -> Any:
     multiple = _multiple_of(value)
     if multiple is not None:
         return multiple
-    raise Refusal(f"expected a positive integer or {{\"MultipleOf\": n}}, got {_describe(value)}")
+    raise DocumentRefusal(f"expected a positive integer or {{\"MultipleOf\": n}}, got {_describe(value)}")
 
 
 def _memory_hook(value: Any, _t: Any) -> Any:
     if type(value) is int:
         if value < 0:
-            raise Refusal(f"expected a non-negative integer, got {value}")
+            raise DocumentRefusal(f"expected a non-negative integer, got {value}")
         if value > MAX_SAFE_INT:
-            raise Refusal(f"integer {value} exceeds 2**53")
+            raise DocumentRefusal(f"integer {value} exceeds 2**53")
         return value
     if type(value) is list and value:
         for item in value:
             if type(item) is not int or item < 0 or item > MAX_SAFE_INT:
-                raise Refusal("expected a non-negative integer or a non-empty array of them")
+                raise DocumentRefusal("expected a non-negative integer or a non-empty array of them")
         return list(value)
-    raise Refusal(f"expected a non-negative integer or a non-empty array of them, got {_describe(value)}")
+    raise DocumentRefusal(f"expected a non-negative integer or a non-empty array of them, got {_describe(value)}")
 
 
 def _layout_hook(value: Any, _t: Any) -> str:
     if type(value) is not str or (value not in LAYOUT_NAMES and value not in LAYOUT_ALIASES):
         shown = value if type(value) is str else _describe(value)
-        raise Refusal(f"expected a KV cache layout ({', '.join(LAYOUT_NAMES)}, NHD, HND), got {shown!r}")
+        raise DocumentRefusal(f"expected a KV cache layout ({', '.join(LAYOUT_NAMES)}, NHD, HND), got {shown!r}")
     return value
 
 
 def _supported_layouts_hook(value: Any, _t: Any) -> Any:
     def names(items: Any) -> list[str]:
         if type(items) is not list or not items:
-            raise Refusal("expected a non-empty array of layout names or an array of such arrays")
+            raise DocumentRefusal("expected a non-empty array of layout names or an array of such arrays")
         return [_layout_hook(item, _t) for item in items]
 
     if type(value) is not list or not value:
-        raise Refusal("expected a non-empty array of layout names or an array of such arrays")
+        raise DocumentRefusal("expected a non-empty array of layout names or an array of such arrays")
     if all(type(item) is str for item in value):
         return names(value)
     # One declaration per backend; null = the backend declares none (any layout works).

@@ -14,12 +14,11 @@ import attrs
 
 from ..diagnostics import Diagnostic
 from ..logic import concrete_bool, concrete_only
-from ..models.codec import ABSENT
-from ..models.documents import Document, rank_free_tree
+from ..models.documents import Document
 from .core import Rule, binding_memo
 from .registry import all_rules
 
-__all__ = ["Bundle", "bundles", "check", "check_document", "first_refusal"]
+__all__ = ["Bundle", "bundles", "check"]
 
 
 @attrs.frozen
@@ -111,64 +110,23 @@ def _check(documents: tuple[Document, ...], rules: Iterable[Rule] | None, whole:
 
 
 def _twins(documents: tuple[Document, ...]) -> dict[int, tuple]:
-    """Worker records that equal an earlier one but for their ranks and devices (the TP ranks of
-    one deployment), mapped to that earlier record: record-level rules judge them alike.
+    """Worker records the loader found to be TP-rank twins (``Document.rank_twin_of``, set by
+    models.documents.RankTwins: equal but for ranks and devices, types included), each mapped to
+    the first checked record of its kind: record-level rules judge them alike. Records loaded
+    without a RankTwins are each judged on their own.
 
     The rules of a worker record read neither ranks nor devices, which a test checks."""
     twins: dict[int, tuple] = {}
-    seen: list[tuple[object, object]] = []
-    scalar_types: dict[int, tuple] = {}
-
-    def types_of(record) -> tuple:  # computed once per record, and only for records that compare equal
-        found = scalar_types.get(id(record))
-        if found is None:
-            found = scalar_types[id(record)] = _scalar_types(record)
-        return found
-
-    checked = {id(document) for document in documents}
+    first: dict[int, object] = {}
     for document in documents:
         if document.kind != "worker" or document.role == "probe":
             continue
-        earlier = document.rank_twin_of
-        if earlier is not None and id(earlier) in checked and earlier.role != "probe":
-            # the loader found it equal to an earlier record of the set, ranks and devices apart
-            twins[id(document.obj)] = twins.get(id(earlier.obj), (earlier.obj,))
-            continue
-        # the JSON trees compare in C, an order of magnitude cheaper than the attrs objects' __eq__
-        key = _rank_free(document.obj) if document.tree is None else rank_free_tree(document.tree)
-        for representative, representative_key in seen:
-            # == holds between True, 1 and 1.0: the Scalar fields (which load bools and floats for
-            # their rules to judge) must also agree in type, or a refusal of one rank would be lost.
-            if representative_key == key and types_of(representative) == types_of(document.obj):
-                twins[id(document.obj)] = (representative,)
-                break
+        original = id(document.rank_original())
+        if original in first:
+            twins[id(document.obj)] = (first[original],)
         else:
-            seen.append((document.obj, key))
+            first[original] = document.obj
     return twins
-
-
-def _scalar_types(record) -> tuple:
-    """The types of a worker record's ``Scalar`` fields (kvproof.models.record), in a fixed order."""
-    evidence = record.prefix_caching
-    out: list[type] = []
-    if evidence is not None and evidence is not ABSENT:
-        out += [type(evidence.enable_prefix_caching), type(evidence.hash_block_size),
-                type(evidence.scheduler_block_size), type(evidence.prefix_match_unit)]
-    for group in record.cache.groups:
-        state = group.state
-        if state is not None and state is not ABSENT:
-            out += [type(state.blocks_per_request), type(state.num_prefill_checkpoint_blocks),
-                    type(state.prefill_checkpoint_alignment)]
-        specs = group.layer_specs
-        if specs is not None and specs is not ABSENT:
-            for spec in specs.values():
-                out += [type(spec.num_prefill_checkpoint_blocks), type(spec.prefill_checkpoint_alignment)]
-    return tuple(out)
-
-
-def _rank_free(record) -> object:
-    storages = [attrs.evolve(storage, device=None) for storage in record.cache.storages]
-    return attrs.evolve(record, dp_rank=0, tp_rank=0, pp_rank=0, cache=attrs.evolve(record.cache, storages=storages))
 
 
 def _suppressed(file: str | None, subject: str, blocked: list[tuple[str | None, str]]) -> bool:
@@ -178,11 +136,3 @@ def _suppressed(file: str | None, subject: str, blocked: list[tuple[str | None, 
             return True
     return False
 
-
-def check_document(document: Document) -> list[Diagnostic]:
-    return check([document])
-
-
-def first_refusal(documents: Iterable[Document]) -> Diagnostic | None:
-    diagnostics = check(documents)
-    return diagnostics[0] if diagnostics else None

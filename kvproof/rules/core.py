@@ -11,7 +11,10 @@ every test of a *value* belongs in the body, so the solver sees it.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
+import weakref
 from typing import Any, Callable, Iterable, Literal
 
 import attrs
@@ -46,29 +49,38 @@ def child(path: str, key: str | int) -> str:
     """The JSON path of ``key`` under ``path`` (``$.a.b``, ``$.a[3]``, ``$.a["x.y"]``)."""
     if isinstance(key, int):
         return f"{path}[{key}]"
-    step = _STEPS.get(key)
-    if step is None:
-        step = _step(key)
-    return path + step
+    return path + _step(key)
 
 
-#: The path step of each key met so far (layer names such as ``model.layers.0.attn`` need a
-#: quoted step, and ``json.dumps`` per call was a visible part of a check). Bounded: cleared
-#: when full, so arbitrary input cannot grow it without limit.
-_STEPS: dict[str, str] = {}
+class identity_cache:  # noqa: N801 - a decorator, named as functools' are
+    """Memoize a pure function of one immutable object by the object's identity (a record or a
+    symbolic document: hashing one by value would cost a walk of it). An entry is dropped when
+    its object is collected, so an id is never reused for another object."""
+
+    def __init__(self, fn: Callable[[Any], Any]):
+        self.fn = fn
+        self._entries: dict[int, tuple] = {}
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, obj: Any) -> Any:
+        entry = self._entries.get(id(obj))
+        if entry is not None and entry[0]() is obj:
+            return entry[1]
+        value = self.fn(obj)
+        entries = self._entries
+        self._entries[id(obj)] = (weakref.ref(obj, lambda _ref, key=id(obj): entries.pop(key, None)), value)
+        return value
+
+    def cache_clear(self) -> None:
+        self._entries.clear()
 
 
+# A pure function of the key, cached: layer names such as ``model.layers.0.attn`` need a quoted
+# step, and ``json.dumps`` per call was a visible part of a check. Bounded, so arbitrary input
+# cannot grow it without limit.
+@functools.lru_cache(maxsize=4096)
 def _step(key: str) -> str:
-    if key.isidentifier():
-        step = f".{key}"
-    else:
-        import json
-
-        step = f"[{json.dumps(key)}]"
-    if len(_STEPS) >= 4096:
-        _STEPS.clear()
-    _STEPS[key] = step
-    return step
+    return f".{key}" if key.isidentifier() else f"[{json.dumps(key)}]"
 
 
 @attrs.define(eq=False)

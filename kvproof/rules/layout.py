@@ -6,12 +6,9 @@ Everything here is structure (names, list positions); values stay in the rule bo
 
 from __future__ import annotations
 
-
-import weakref
-
 from ..logic import div, is_symbolic
 from ..models.codec import ABSENT
-from .core import Instance, binding, child
+from .core import Instance, binding, child, identity_cache
 
 __all__ = ["LayerPlace", "places", "layer_views", "layer_view_lists", "UNIFORM_GROUP"]
 
@@ -69,11 +66,11 @@ class LayerPlace:
         return last + length
 
 
+# Every layout rule asks for a record's places, and the record is immutable in use: they are
+# computed once per record (by identity; dropped with the record).
+@identity_cache
 def places(record) -> dict[str, LayerPlace]:
     """Every layer of a worker record by name (first group and first allocation win)."""
-    cached = _CACHE.get(id(record))
-    if cached is not None and cached[0]() is record:
-        return cached[1]
     out: dict[str, LayerPlace] = {}
     memo: dict = {}
     for index, group in enumerate(record.cache.groups):
@@ -98,12 +95,7 @@ def places(record) -> dict[str, LayerPlace]:
             if place is not None and place.tensor is None:
                 place.tensor_index, place.tensor, place.position = t_index, tensor, position
                 place.head_outer = head_outer
-    _CACHE[id(record)] = (weakref.ref(record, lambda _ref, key=id(record): _CACHE.pop(key, None)), out)
     return out
-
-
-#: Places per record (by identity): every layout rule asks for them, the record is immutable in use.
-_CACHE: dict[int, tuple] = {}
 
 
 @binding("worker")

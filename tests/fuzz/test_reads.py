@@ -26,9 +26,9 @@ def test_reads_of_the_glm_set_name_their_rules() -> None:
 
 
 def test_the_checkers_own_bookkeeping_is_not_a_read() -> None:
-    # check() compares TP-rank twins field by field; those reads happen outside any rule.
+    # reads outside a rule (the checker's bookkeeping, the loader's TP-rank twin test) do not count
     _, log = trace_check(_documents(MINIMAX))
-    assert not log.read("ModelRunner", "class_name")  # no rule reads it; the twin comparison does
+    assert not log.read("ModelRunner", "class_name")  # no rule reads it
     assert all(None not in rules for rules in log.reads.values())
 
 
@@ -49,3 +49,16 @@ def test_reads_outside_a_rule_are_not_recorded() -> None:
     with tracing(log):
         attrs.asdict(document.obj)
     assert log.reads == {}
+
+
+def test_tracing_is_not_reentrant_and_leaves_no_hook_when_refused() -> None:
+    import pytest
+
+    with tracing(ReadLog()):
+        with pytest.raises(RuntimeError, match="already active"):
+            with tracing(ReadLog()):
+                pass
+        assert "__getattribute__" in MODEL_CLASSES[0].__dict__  # the outer block's hook stays
+    assert all("__getattribute__" not in cls.__dict__ for cls in MODEL_CLASSES)
+    with tracing(ReadLog()):  # usable again after the block
+        pass

@@ -8,7 +8,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from kvproof.models.documents import load_bytes, load_path
+from kvproof.models.documents import RankTwins, load_bytes, load_path
 from kvproof.rules.block_ownership import pages_alias_only_same_block_of_other_groups as alias_rule
 from kvproof.rules.check import check
 from kvproof.rules.core import declared_rules
@@ -44,13 +44,14 @@ def test_glm_record_numbers(examples) -> None:
     assert indexer.shape[0] == (13_697 - 1) * 3_200 + 2_176 // 128 == 43_827_217
 
 
-def _with_tp(document, tp: int, edit=None):
+def _with_tp(document, tp: int, edit=None, ranks: RankTwins | None = None):
+    """The record as TP rank ``tp`` (its device too), loaded with ``ranks`` as ``check`` loads a set."""
     tree = json.loads(Path(document).read_text())
     tree["tp_rank"] = tp
     tree["cache"]["storages"][0]["device"] = f"cuda:{tp}"
     if edit:
         edit(tree)
-    return load_bytes(json.dumps(tree), f"set/worker-tp{tp}.json")
+    return load_bytes(json.dumps(tree), f"set/worker-tp{tp}.json", ranks=ranks)
 
 
 def test_twin_workers_get_the_same_findings_as_when_checked_alone() -> None:
@@ -59,7 +60,9 @@ def test_twin_workers_get_the_same_findings_as_when_checked_alone() -> None:
     def other(tree):  # a real difference: not a twin
         tree["cache"]["layer_tensors"]["model.layers.3.self_attn.attn"][0]["storage_offset_bytes"] += 512
 
-    documents = [_with_tp(bad, 0), _with_tp(bad, 1), _with_tp(bad, 2, other)]
+    ranks = RankTwins()
+    documents = [_with_tp(bad, 0, ranks=ranks), _with_tp(bad, 1, ranks=ranks), _with_tp(bad, 2, other, ranks)]
+    assert [d.rank_twin_of is documents[0] for d in documents] == [False, True, False]
     together = [d for d in check(documents) if d.rule[:2] != "RS"]  # record-set findings have no single-document twin
     alone = [d for document in documents for d in check([attrs.evolve(document, file=document.file)])]
     key = lambda d: (d.file, d.rule, d.path, d.message)  # noqa: E731
@@ -113,11 +116,36 @@ def test_a_rank_that_differs_only_by_a_bool_or_float_for_an_int_is_no_twin(value
     def one(tree):
         tree["cache"]["groups"][0]["state"]["num_prefill_checkpoint_blocks"] = 1
 
-    documents = [_with_tp(good, 0, one), _with_tp(good, 1, loosen)]
+    ranks = RankTwins()
+    documents = [_with_tp(good, 0, one, ranks), _with_tp(good, 1, loosen, ranks)]
+    assert documents[1].rank_twin_of is None  # the loader's twin test sees the type
     together = [d for d in check(documents) if d.rule[:2] != "RS"]  # record-set findings have no single-document twin
     alone = check([documents[1]])
     assert [d.rule for d in alone] == ["CK002"]
     assert [(d.rule, d.path) for d in together if d.file == documents[1].file] == [(d.rule, d.path) for d in alone]
+
+
+def test_the_checker_shares_findings_only_between_the_loaders_twins() -> None:
+    """TP-rank twins are found by the loader alone (models.documents.RankTwins): the checker judges
+    each twin group once, and judges records loaded without one each on their own (it compares
+    no records itself)."""
+    bad = Path(__file__).parent / "BO009" / "conv_views_overlap.json"
+    rule = next(r for r in all_rules() if r.id == "BO009")
+    calls = []
+
+    def counted(*args):
+        calls.append(1)
+        return rule.body(*args)
+
+    counting = [attrs.evolve(rule, body=counted)]
+    ranks = RankTwins()
+    twins = [_with_tp(bad, tp, ranks=ranks) for tp in range(3)]
+    assert check(twins, counting) and (once := len(calls)) > 0
+    calls.clear()
+    apart = [_with_tp(bad, tp) for tp in range(3)]
+    assert [d.rank_twin_of for d in apart] == [None] * 3
+    assert check(apart, counting) == check(twins, counting)
+    assert len(calls) == 4 * once  # three judged apart, then the twins once more
 
 
 def test_evaluate_with_rank_twins_reports_what_each_file_gets_alone(tmp_path) -> None:
