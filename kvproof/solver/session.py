@@ -20,7 +20,6 @@ or the core holds no pin (then the core, rule IDs and axiom names only, is the p
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import z3
@@ -60,7 +59,6 @@ class Session(Questions, Slices):
         self.pin_leaf: dict[str, Leaf] = {}
         self.prefix_upto = 0
         self.prefix_open = False
-        self.build_seconds = 0.0
         self.builds = 0
         #: answers of slice questions by their terms (a Prover shares one dict among its sessions)
         self.cache: dict = {}
@@ -73,7 +71,6 @@ class Session(Questions, Slices):
 
     # -- building ---------------------------------------------------------------------------
     def _build(self) -> None:
-        start = time.perf_counter()
         self.builds += 1
         self.built_pins = frozenset(self.pins)
         policy = Policy(pinned=self.built_pins)
@@ -97,7 +94,6 @@ class Session(Questions, Slices):
         self.active: list[Leaf] = []
         self.prefix_upto = 0
         self.prefix_open = False
-        self.build_seconds += time.perf_counter() - start
 
     def rebuild(self) -> None:
         """Build the documents again with the current pins (every encoding is dropped)."""
@@ -122,12 +118,8 @@ class Session(Questions, Slices):
             if rule.id not in self.encoded:
                 if self.built_pins != self.pins:
                     self._build()  # pins learned since this build (here, or by a session sharing them)
-                start = time.perf_counter()
-                try:
-                    self.encoded[rule.id] = encode_rule(rule, self.documents, self.var_leaf, self.built_pins,
-                                                        self.reads, self.groups)
-                finally:
-                    self.build_seconds += time.perf_counter() - start
+                self.encoded[rule.id] = encode_rule(rule, self.documents, self.var_leaf, self.built_pins,
+                                                    self.reads, self.groups)
             return self.encoded[rule.id]
 
         return learning_pins(attempt, self.pins, PIN_ROUNDS) or Encoded(error="too many pin rounds")
@@ -245,18 +237,7 @@ class Session(Questions, Slices):
             return
         upto = self.prefix_upto if self.prefix_open else 0
         self.close_prefix()
-        solver = self.solver
-        for leaf in fresh:
-            for name, axiom in leaf.axioms:
-                solver.assert_and_track(axiom, name)
-            equal = leaf.template_eq()
-            if equal is None:
-                continue
-            name = f"pin {leaf.name}"
-            literal = z3.Bool(name)
-            solver.add(z3.Implies(literal, equal))
-            self.pin_lits.append(literal)
-            self.pin_leaf[name] = leaf
+        self._assert_leaves(fresh)
         if upto:
             self._open_prefix(upto)
 
@@ -296,21 +277,27 @@ class Session(Questions, Slices):
         self.sync_leaves(active)
 
     def sync_leaves(self, leaves: list[Leaf]) -> None:
+        """Give these leaves (not yet active) their axioms and soft pins (after a repair)."""
         known = {id(x) for x in self.active}
         fresh = [leaf for leaf in leaves if id(leaf) not in known]
         self.active += fresh
         self.touched |= {n for leaf in fresh for n in leaf.var_names}
+        self._assert_leaves(fresh)
+
+    def _assert_leaves(self, leaves: list[Leaf]) -> None:
+        """Each leaf's domain axioms (tracked) and its soft pin ``pin <leaf>`` (an assumption)."""
         solver = self.solver
-        for leaf in fresh:
+        for leaf in leaves:
             for name, axiom in leaf.axioms:
                 solver.assert_and_track(axiom, name)
             equal = leaf.template_eq()
             if equal is None:
                 continue
-            literal = z3.Bool(f"pin {leaf.name}")
+            name = f"pin {leaf.name}"
+            literal = z3.Bool(name)
             solver.add(z3.Implies(literal, equal))
             self.pin_lits.append(literal)
-            self.pin_leaf[f"pin {leaf.name}"] = leaf
+            self.pin_leaf[name] = leaf
 
     def _open_prefix(self, upto: int) -> None:
         self.solver.push()
@@ -390,7 +377,7 @@ class Session(Questions, Slices):
             core = [c.decl().name() for c in solver.unsat_core()]
             pinned = {c for c in core if c in names}
             if not pinned:
-                return Outcome("unsat", core=self._label(self._minimal_core(fixed + active, core)), released=released)
+                return Outcome("unsat", core=self._label(core), released=released)
             released += sorted(pinned)
             active = [lit for lit in active if lit.decl().name() not in pinned]
             if not active:
@@ -401,7 +388,7 @@ class Session(Questions, Slices):
             return Outcome("sat", model=model, released=sorted(n for n in names if not agrees(model, self.pin_leaf[n])))
         if result == z3.unsat:
             core = [c.decl().name() for c in solver.unsat_core()]
-            return Outcome("unsat", core=self._label(self._minimal_core(fixed, core)), released=sorted(names))
+            return Outcome("unsat", core=self._label(core), released=sorted(names))
         return Outcome("unknown", reason=solver.reason_unknown() or reason)
 
     def _label(self, core: list[str]) -> list[str]:
@@ -415,15 +402,7 @@ class Session(Questions, Slices):
                 out.append(pin_label(leaf))
         return out
 
-    def _minimal_core(self, assumptions: list, fallback: list[str]) -> list[str]:
-        """The unsat core again, minimized by z3 (names of tracked assertions)."""
-        return fallback  # z3's core.minimize ignores time limits; see _minimize_rules
-
-    # -- witnesses --------------------------------------------------------------------------
-    def concretize(self, model: Any) -> list[tuple[str, str, Any]]:
-        """(kind, file, attrs object) for every document of the shape."""
-        return [(kind, file, doc.concretize(model, self.touched)) for kind, file, doc in self.docs]
-
+    # -- an answer's documents --------------------------------------------------------------
     def trees(self, model: Any) -> list[tuple[str, str, Any]]:
         return [(kind, file, doc.tree(model, self.touched)) for kind, file, doc in self.docs]
 

@@ -88,10 +88,6 @@ class Policy:
             return True
         return kind == "str" and name in IDENTIFIER_FIELDS
 
-    def label(self) -> str:
-        parts = [f"pin {p}" for p in sorted(self.pinned)] + [f"free {p}" for p in sorted(self.free)]
-        return ", ".join(parts)
-
 
 def schema_path(spath: str, key: str) -> str:
     return f"{spath}.{key}" if spath else key
@@ -720,14 +716,6 @@ class SymbolicDocument:
     @property
     def axioms(self) -> list[tuple[str, Any]]:
         return [axiom for leaf in self.leaves for axiom in leaf.axioms]
-
-    def template_preferences(self) -> list[tuple[Leaf, Any]]:
-        out = []
-        for leaf in self.leaves:
-            eq = leaf.template_eq()
-            if eq is not None:
-                out.append((leaf, eq))
-        return out
 
     def concretize(self, model: z3.ModelRef, touched: set[str] | None = None) -> Any:
         """The attrs object the z3 model describes (leaves outside ``touched`` keep their
