@@ -27,7 +27,7 @@ FORMATS = ["text", "json", "sarif", "junit", "github"]
 
 #: The solver budget every solver command (prove, claim, explore) shares (docs/cli.md): the
 #: wall-clock safety net per solver call, and the deterministic z3 resource limit that decides
-#: (kvproof.solver.engine.Config.rlimit; tests/test_flags.py holds the two equal).
+#: (kvproof.solver.calls.Config.rlimit; tests/test_flags.py holds the two equal).
 TIMEOUT = 120.0
 RLIMIT = 5_000_000
 
@@ -85,9 +85,9 @@ def _solver_interrupts() -> None:
             if signal.SIGINT in data:
                 _SIGINT.set()
                 z3.main_ctx().interrupt()
-                engine = sys.modules.get("kvproof.solver.engine")
-                if engine is not None:  # the prover's calls run in z3 contexts of their own
-                    engine.interrupt()
+                calls = sys.modules.get("kvproof.solver.calls")
+                if calls is not None:  # the prover's calls run in z3 contexts of their own
+                    calls.interrupt()
 
     threading.Thread(target=watch, name="kvproof-sigint", daemon=True).start()
     previous = sys.unraisablehook

@@ -140,7 +140,7 @@ def _example(case: Path, examples, prefer: str | None = None) -> dict:
 
 def _witness(rule_id: str) -> dict | None:
     from kvproof.rules.check import check
-    from kvproof.solver.prove import load_witness
+    from kvproof.solver.witnesses import load_witness
 
     path = WITNESSES / rule_id
     case = path if path.is_dir() else path.with_suffix(".json")

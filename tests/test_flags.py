@@ -13,7 +13,7 @@ import pytest
 
 from kvproof import cli as cli_module
 from kvproof.cli import RLIMIT, TIMEOUT, cli, main
-from kvproof.solver.engine import Config
+from kvproof.solver.calls import Config
 
 CODE = Path(__file__).resolve().parents[1]
 EXAMPLES = CODE / "examples"

@@ -15,7 +15,7 @@ import pytest
 
 import kvproof
 from kvproof.cli import main
-from kvproof.solver.prove import write_documents
+from kvproof.solver.witnesses import write_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The checkout whose kvproof the tests import (the subprocesses run the same one).

@@ -25,10 +25,11 @@ def run(
     timings: bool = False,
 ) -> int:
     from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
-    from ..solver.engine import Config
+    from ..solver.calls import Config
     from ..solver.expression import ExpressionError
-    from ..solver.prove import Prover, write_documents
+    from ..solver.prove import Prover
     from ..solver.shapes import Bound
+    from ..solver.witnesses import write_documents
 
     if sum(bool(x) for x in (expression, claims_file, all_claims)) != 1:
         sys.stderr.write("kvproof claim: give one of EXPRESSION, --claims FILE or --all\n")

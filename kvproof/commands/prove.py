@@ -29,7 +29,7 @@ def run(
     executor: str | None = None,
 ) -> int:
     from ..rules.registry import all_rules as registry
-    from ..solver.engine import Config
+    from ..solver.calls import Config
     from ..solver.prove import Prover, to_json
     from ..solver.shapes import Bound
 
@@ -105,12 +105,13 @@ def run(
 
 
 def _proved(prover, selected, fmt: str, pool, jobs: int, witness_dir: str | None, timings: bool) -> list:
-    from ..solver.prove import summary_line, write_witness
+    from ..solver.prove import summary_line
+    from ..solver.witnesses import write_documents
 
     results = []
     for result in tracked(_results(prover, selected, "prove", pool, jobs), "prove", len(selected), _rule, finished=True):
-        if witness_dir and result.verdict == "reachable":
-            result.witness = write_witness(Path(witness_dir), result)
+        if witness_dir and result.verdict == "reachable" and result.documents:
+            result.witness = write_documents(Path(witness_dir), result.rule, result.documents)
         results.append(result)
         if fmt == "text":
             sys.stdout.write(summary_line(result, timings) + "\n")

@@ -5,7 +5,7 @@ Built on :mod:`kvproof.solver.symbolic` (the solver's symbolic instance of the a
 1. a *shape* (a few shrunk documents of a record set: a worker and its scheduler, a profile, a
    worker and scheduler with an accepted probe of themselves) is built once as a symbolic
    document set, and every rule's binding and body are run on it (under
-   :func:`kvproof.solver.engine.strict_bool`; a leaf that Python control flow reads is pinned to
+   :func:`kvproof.solver.encode.strict_bool`; a leaf that Python control flow reads is pinned to
    its template value and the shape built again, as the prover does), giving one z3 term per rule
    instance;
 2. an *input* assigns a concrete value to every symbolic leaf (Hypothesis draws them: most leaves
@@ -32,9 +32,15 @@ from typing import Any, Iterable
 
 import attrs
 
+from ..diagnostics import InputError
+from ..logic import concrete_bool
 from ..models.codec import ABSENT, MAX_SAFE_INT, unstructure
-from ..models.documents import Document, load_tree
+from ..models.documents import Document
 from ..rules.core import Rule
+from ..solver.encode import encode_rule, instance_key, targets
+from ..solver.pins import DEFAULT_PINS, PIN_ROUNDS, learning_pins
+from ..solver.symbolic import Policy, ReadLog, build
+from ..solver.witnesses import load_documents
 from .mutate import UNKNOWN, VOCABULARY, document_class
 
 __all__ = [
@@ -139,88 +145,41 @@ class ParityShape:
         return [f"{VIRTUAL_DIR}/{file}" for _, file, _, _ in self.documents]
 
 
-class _NeedPins(Exception):
-    def __init__(self, spaths: set[str]):
-        super().__init__(", ".join(sorted(spaths)))
-        self.spaths = spaths
-
-
-def _str_names(instance) -> tuple:
-    return tuple(sorted((k, v) for k, v in instance.names.items() if isinstance(v, str)))
-
-
 def build_shape(name: str, documents: list[tuple[str, str, Any, str]], rules: list[Rule]) -> ParityShape:
-    """Build the symbolic documents of a shape and encode every rule on them."""
-    from ..solver.engine import DEFAULT_PINS
-
+    """Build the symbolic documents of a shape and encode every rule on them, with the prover's
+    encoder and pinning protocol (:func:`kvproof.solver.encode.encode_rule`)."""
     start = time.perf_counter()
     shape = ParityShape(name, documents, pins=set(DEFAULT_PINS))
-    for _round in range(60):
-        try:
-            _encode(shape, rules)
-        except _NeedPins as need:
-            shape.pins |= need.spaths
-            continue
-        break
+    learning_pins(lambda: _encode(shape, rules), shape.pins, PIN_ROUNDS)
     shape.seconds = time.perf_counter() - start
     return shape
 
 
-def _build_symbolic(shape: ParityShape) -> tuple[Document, ...]:
-    from ..solver.symbolic import Policy, build
-
+def _build_symbolic(shape: ParityShape) -> tuple[tuple[Document, ...], ReadLog]:
     policy = Policy(pinned=frozenset(shape.pins))
     multi = len(shape.documents) > 1
+    reads = ReadLog()
     shape.symbolic = []
     out = []
     for kind, file, tree, role in shape.documents:
         label = f"{role}:{file}:" if multi else ""
-        doc = build(document_class(kind), tree, label, policy)
+        doc = build(document_class(kind), tree, label, policy, reads)
         shape.symbolic.append(doc)
         out.append(Document(kind, doc.obj, f"{VIRTUAL_DIR}/{file}", role))
     shape.leaves = [leaf for doc in shape.symbolic for leaf in doc.leaves]
-    return tuple(out)
+    return tuple(out), reads
 
 
-def _encode(shape: ParityShape, rules: list[Rule]) -> None:
-    from ..logic import ConcreteRequired
-    from ..solver.engine import as_bool, strict_bool, targets
-
-    documents = _build_symbolic(shape)
+def _encode(shape: ParityShape, rules: list[Rule]) -> bool:
+    documents, reads = _build_symbolic(shape)
     var_leaf = {name: leaf for doc in shape.symbolic for name, leaf in doc.var_map().items()}
+    pinned = frozenset(shape.pins)
     shape.encoded = {}
     for rule in rules:
-        items = []
-        try:
-            with strict_bool():
-                for file, target in targets(rule, documents):
-                    for instance in rule.over(target):
-                        items.append((instance.file or file, instance.subject, instance.blame, _str_names(instance),
-                                      as_bool(rule.holds(instance))))
-        except ConcreteRequired as exc:  # Python control flow (SymbolicFlowError), gcd/lcm, ...
-            spaths = _flow_spaths(exc, var_leaf)
-            if spaths - shape.pins:
-                raise _NeedPins(spaths - shape.pins) from None
-            shape.encoded[rule.id] = f"{type(exc).__name__}: {exc}"
-            continue
-        except Exception as exc:  # noqa: BLE001 - a body the z3 side cannot run is a finding
-            shape.encoded[rule.id] = f"{type(exc).__name__}: {exc}"
-            continue
-        shape.encoded[rule.id] = items
-
-
-def _flow_spaths(exc, var_leaf: dict) -> set[str]:
-    if getattr(exc, "leaf", None) is not None:
-        return {exc.leaf.spath}
-    out = set()
-    for term in getattr(exc, "terms", None) or ([exc.term] if getattr(exc, "term", None) is not None else []):
-        from z3.z3util import get_vars
-
-        for var in get_vars(term):
-            leaf = var_leaf.get(var.decl().name())
-            if leaf is not None:
-                out.add(leaf.spath)
-    return out
+        encoded = encode_rule(rule, documents, var_leaf, pinned, reads)
+        shape.encoded[rule.id] = encoded.error if encoded.error is not None else [
+            (*key, term) for key, term in zip(encoded.keys, encoded.terms)]
+    return True
 
 
 def _group_signature(tree: dict, index: int) -> tuple:
@@ -443,6 +402,7 @@ def _variables(shape: ParityShape) -> list:
     return out
 
 
+#: Pure memoization: the z3 default value of a sort kind (z3 terms are immutable).
 _DEFAULTS: dict[str, Any] = {}
 
 
@@ -503,18 +463,11 @@ def compare(shape: ParityShape, values: dict[int, tuple[Any, Any]], rules: list[
 
 
 def _compare(shape: ParityShape, values: dict[int, tuple[Any, Any]], rules: list[Rule]) -> "InputResult":
-    import z3  # noqa: F401 - the symbolic side
-
-    from ..diagnostics import InputError
-    from ..logic import concrete_bool
-    from ..solver.engine import targets
-
     result = InputResult()
     trees = concrete_documents(shape, values)
     changed = [f"{shape.leaves[i].name} = {_show(values[i][1])}" for i in sorted(values)]
     try:
-        documents = tuple(attrs.evolve(load_tree(tree, f"{VIRTUAL_DIR}/{file}"), role=role)
-                          for (file, tree), (_k, _f, _t, role) in zip(trees, shape.documents))
+        documents = tuple(load_documents(trees, VIRTUAL_DIR, [role for _k, _f, _t, role in shape.documents]))
     except InputError as exc:
         result.loaded = False
         result.mismatches.append(Mismatch("LD", "unloadable", shape.name, "; ".join(d.render() for d in exc.diagnostics[:3]),
@@ -529,8 +482,7 @@ def _compare(shape: ParityShape, values: dict[int, tuple[Any, Any]], rules: list
         try:
             for file, target in targets(rule, documents):
                 for instance in rule.over(target):
-                    concrete.append(((instance.file or file, instance.subject, instance.blame, _str_names(instance)),
-                                     instance))
+                    concrete.append((instance_key(instance, file), instance))
         except Exception as exc:  # noqa: BLE001 - a binding that crashes on a loadable document
             result.mismatches.append(Mismatch(rule.id, "crash", shape.name, f"binding raised {type(exc).__name__}: {exc}",
                                               documents=trees, changed=changed))

@@ -16,19 +16,29 @@ planner itself by :mod:`kvproof.solver.explore_geometry` (``kvproof explore`` di
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable
 
 import attrs
 import z3
 
-from .engine import Config, Session
+from ..diagnostics import KvproofError
+
+from ..models.codec import dumps, parse_json
+from ..models.documents import detect_kind, read_document
+from ..rules.registry import all_rules
+from .calls import Config
+from .expression import ExpressionError, describe, parse, symbolic_value
+from .pins import DEFAULT_PINS
+from .session import Session
 from .shapes import Shape
+from .witnesses import replay
 
 __all__ = ["ExploreResult", "explore", "GeometryNotSymbolic"]
 
 
-class GeometryNotSymbolic(ValueError):
+class GeometryNotSymbolic(ValueError, KvproofError):
     """The template is a geometry, which the planner cannot take as z3 terms."""
 
 
@@ -55,15 +65,6 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
     :class:`~kvproof.solver.expression.ExpressionError` propagates) over the ``open_paths`` of the
     template. One status: ``optimal`` (with the replayed document), ``unbounded`` (no optimum:
     z3 reports an infinite or unattained bound), ``infeasible``, ``mismatch`` or ``unknown``."""
-    from ..models.documents import detect_kind
-    from ..rules.registry import all_rules
-    from .engine import DEFAULT_PINS
-    from .expression import parse, symbolic_value
-    from .prove import replay_accepts
-
-    from ..models.codec import parse_json
-    from ..models.documents import read_document
-
     start = time.perf_counter()
     tree = parse_json(read_document(template_path), str(template_path))  # bounded, strict (InputError)
     checked = parse(objective)  # the language (ExpressionError)
@@ -116,15 +117,11 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
         out.reason = (f"unbounded: the objective has no {'minimum' if direction == 'minimize' else 'maximum'} "
                       f"over the accepted documents (z3's bound: {bound})")
     elif result == z3.sat:
-        from ..models.codec import dumps
-
         model = optimizer.model()
         out.value = _number(model.eval(term, model_completion=True))
         text = dumps(session.trees(model)[0][2])
-        ok, why = replay_accepts([(file, text)])
         out.document = text
-        out.status = "optimal" if ok else "mismatch"
-        out.reason = why
+        out.status, out.reason = _accepted(replay([(file, text)], "explore"))
         out.changed = [leaf.name for leaf in session.active if _changed(model, leaf)]
     else:
         out.reason = optimizer.reason_unknown()
@@ -134,10 +131,6 @@ def explore(template_path: str | Path, objective: str, direction: str, open_path
 
 def _objective_term(value: Any) -> Any:
     """The objective's value as a z3 Int or Real; anything but a number is a bad objective."""
-    from fractions import Fraction
-
-    from .expression import ExpressionError, describe
-
     if isinstance(value, bool) or (z3.is_expr(value) and z3.is_bool(value)):
         raise ExpressionError("the objective is a truth value, not a number")
     if isinstance(value, int):
@@ -147,6 +140,17 @@ def _objective_term(value: Any) -> Any:
     if z3.is_expr(value) and (z3.is_int(value) or z3.is_real(value)):
         return value
     raise ExpressionError(f"the objective is not a number: it is {describe(value)}")
+
+
+def _accepted(replayed) -> tuple[str, str]:
+    """``optimal`` when the optimum loads strictly and the concrete checker accepts it, else
+    ``mismatch`` and why."""
+    if not replayed.loaded:
+        return "mismatch", replayed.not_loaded("document")
+    if replayed.diagnostics:
+        first = replayed.diagnostics[0]
+        return "mismatch", f"the concrete checker refuses it with {first.rule} ({first.path}: {first.message})"
+    return "optimal", ""
 
 
 def _json_paths(tree: Any, path: str = "$") -> Iterable[str]:

@@ -48,9 +48,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Iterable
 
+from ..diagnostics import KvproofError
 from ..models.codec import MAX_SAFE_INT
 from .expression import Expression, ExpressionError, describe, parse
-from .engine import Config
+from .calls import Config
 
 __all__ = [
     "GeometryExploreError", "OpenField", "Domain", "GeometryExploreResult", "explore_geometry", "parse_open",
@@ -82,7 +83,7 @@ MEMORY_FIELD = "available_memory_bytes"
 MEMORY_CHECK = "v1/core/kv_cache_planning.py:50-87"
 
 
-class GeometryExploreError(ValueError):
+class GeometryExploreError(ValueError, KvproofError):
     """Bad input of a geometry exploration (exit 2): an ``--open`` value, a candidate the loader
     refuses, an expression that cannot be evaluated on a plan."""
 
@@ -96,8 +97,8 @@ class NotSymbolic(ExpressionError):
     """The expression read a value the symbolic route does not model: take another route."""
 
 
-class BudgetExhausted(Exception):
-    pass
+class BudgetExhausted(KvproofError):
+    """The plan budget (``--max-plans``) ran out before the search decided."""
 
 
 # -- open fields and their domains -----------------------------------------------------------------

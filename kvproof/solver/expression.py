@@ -37,6 +37,7 @@ import types
 from typing import Any, Callable, Iterable
 
 from .. import logic
+from ..diagnostics import KvproofError
 
 __all__ = ["ExpressionError", "Expression", "parse", "HELPERS", "symbolic_value"]
 
@@ -60,7 +61,7 @@ MAX_STEPS = 200_000
 FORMULA_MODULES = ("demand", "pages", "concurrency")
 
 
-class ExpressionError(ValueError):
+class ExpressionError(ValueError, KvproofError):
     """An expression the language refuses, or that cannot be evaluated (exit 2).
 
     ``line``/``column`` (1-based) locate the offending token. ``retry`` marks an evaluation error

@@ -17,17 +17,24 @@ witness is R's; the round trip through the cattrs codec, the strict loader and
 from __future__ import annotations
 
 import json
+import re
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import attrs
 
-from ..diagnostics import InputError
-from ..models.documents import load_bytes
+from ..models.codec import dumps
 from ..rules.core import Rule
-from .engine import DEFAULT_PINS, Config, Outcome, Session, role_of
-from .shapes import Bound, Shape, base_shapes, mutations
+from ..rules.registry import all_rules
+from .calls import Config
+from .pins import DEFAULT_PINS
+from .session import Session
+from .shapes import Bound, Shape, alternatives as shape_alternatives, base_shapes, mutations, no_shapes_reason, relevance
+from .symbolic import collect_consts
+from .verdicts import Outcome
+from .witnesses import replay, replay_refusal
 
 __all__ = ["Prover", "RuleResult", "Redundancy", "VERDICTS", "job_groups"]
 
@@ -100,8 +107,6 @@ class Prover:
     def __init__(self, rules: list[Rule] | None = None, bound: Bound | None = None, config: Config | None = None,
                  examples: Path | None = None):
         if rules is None:
-            from ..rules.registry import all_rules
-
             rules = all_rules()
         self.rules = rules
         self.bound = bound or Bound()
@@ -121,9 +126,7 @@ class Prover:
     # -- shapes -----------------------------------------------------------------------------
     def alternatives(self) -> dict:
         if self._alternatives is None:
-            from .shapes import alternatives
-
-            self._alternatives = alternatives(self.examples)
+            self._alternatives = shape_alternatives(self.examples)
         return self._alternatives
 
     def bases(self, kind: str) -> list[Shape]:
@@ -149,8 +152,6 @@ class Prover:
         kinds = list(kinds)
         if any(self.bases(kind) for kind in kinds):
             return None
-        from .shapes import no_shapes_reason
-
         return no_shapes_reason(kinds, self.examples)
 
     def candidates(self, rule: Rule, pairs: bool = False) -> Iterable[Shape]:
@@ -165,16 +166,12 @@ class Prover:
         if not pairs:
             yield from bases
         if self.bound.mutations:
-            from .shapes import relevance
-
             seeds = _pair_seeds(bases) if pairs else _mutation_seeds(bases)
             for base in seeds:
                 session = self.session(base)
                 encoded = session.encode(rule)
                 paths = list(encoded.subjects)
                 if encoded.terms:
-                    from .symbolic import collect_consts
-
                     names = collect_consts(encoded.terms)
                     paths += [leaf.path for leaf in session.leaves() if any(n in names for n in leaf.var_names)]
                 mutated = mutations(self.repaired(base), self.pins_of(self._kind_of[base.key()]), self.alternatives())
@@ -319,8 +316,6 @@ class Prover:
             encoded = session.encode(self._rule(culprit))
             if not encoded.terms:
                 return
-            from .symbolic import collect_consts
-
             names = collect_consts(encoded.terms)
             force |= {leaf.name for leaf in session.active if any(n in names for n in leaf.var_names)}
             outcome = session.reach(rule, force=force)
@@ -342,10 +337,8 @@ class Prover:
             result.verdict = "mismatch"
             result.reason = f"the model does not concretize: {type(exc).__name__}: {exc}"
             return
-        from ..models.codec import dumps
-
         result.documents = [(file, dumps(tree)) for _, file, tree in trees]
-        verdict, reason, first = replay(rule.id, result.documents, self.rules)
+        verdict, reason, first = replay_refusal(rule.id, result.documents, self.rules)
         result.verdict = verdict
         result.reason = reason
         result.first_rule = first
@@ -385,11 +378,8 @@ class Prover:
             for _round in range(4):
                 if outcome.status != "sat":
                     break
-                from ..models.codec import dumps
-                from .symbolic import collect_consts
-
                 documents = [(file, dumps(tree)) for _, file, tree in session.trees(outcome.model)]
-                refused = _refusing_rules(documents, self.rules)
+                refused = replay(documents, "witness", self.rules).refusing
                 if refused == {rule.id}:
                     out.verdict, out.shape = "needed", shape.name
                     break
@@ -489,79 +479,9 @@ def _then_pairs(prover: "Prover", rule: Rule, candidates: list, done) -> Iterabl
         yield offset + position, shape
 
 
-def replay(rule_id: str, documents: list[tuple[str, str]], rules: list[Rule] | None = None) -> tuple[str, str, str | None]:
-    """Load the witness texts strictly and check them: ("reachable", text, rule) when the
-    concrete checker refuses them with ``rule_id`` first, ("mismatch", why, first rule or None)
-    otherwise."""
-    from ..rules.check import check
-
-    loaded = []
-    for file, text in documents:
-        try:
-            document = load_bytes(text.encode("utf-8"), file=f"witness/{file}")
-        except InputError as exc:
-            first = exc.diagnostics[0]
-            return "mismatch", f"the witness does not load: {first.rule} {first.path}: {first.message}", None
-        loaded.append(attrs.evolve(document, role=role_of(file)))
-    diagnostics = check(loaded, rules)
-    if not diagnostics:
-        return "mismatch", "the concrete checker accepts the witness", None
-    first = diagnostics[0]
-    if first.rule != rule_id:
-        return ("mismatch", f"the concrete checker refuses the witness with {first.rule} first ({first.path}: "
-                f"{first.message})", first.rule)
-    return "reachable", f"{first.path}: {first.message}", first.rule
-
-
-def load_witness(case: Path) -> list:
-    """The documents of a stored witness (``DIR/RULE.json``, or every ``*.json`` below
-    ``DIR/RULE/``), each with the role of its folder (:func:`~kvproof.solver.engine.role_of`:
-    ``probe/`` as ``check --probe`` loads it, ``replay/`` as ``kvproof plan`` does), as the
-    checker is to be called on them."""
-    from ..models.documents import load_path
-
-    if not case.is_dir():
-        return [load_path(case)]
-    files = sorted(case.rglob("*.json"), key=lambda p: (len(p.relative_to(case).parts), p.relative_to(case).as_posix()))
-    return [attrs.evolve(load_path(path), role=role_of(path.relative_to(case).as_posix())) for path in files]
-
-
-def write_witness(directory: Path, result: RuleResult) -> str | None:
-    """Write a witness: ``DIR/RULE.json`` for one document, ``DIR/RULE/<file>`` for several."""
-    if not result.documents:
-        return None
-    return write_documents(directory, result.rule, result.documents)
-
-
-def write_documents(directory: Path, name: str, documents: list[tuple[str, str]]) -> str:
-    """``DIR/NAME.json`` for one document, else ``DIR/NAME/<file>``; the path written. Witnesses
-    and claim counterexamples share it.
-
-    Through :class:`kvproof.output.OutputFolder`: every file is staged before the first lands,
-    nothing is written through a link (``DIR/NAME`` a link to another folder is an
-    ``OutputError``), and what an earlier run wrote as ``NAME.json`` or below ``NAME/`` is
-    removed only when this run does not write it again and kvproof wrote it (never a user's file)."""
-    from ..output import OutputFolder
-
-    # one document of the checked role is NAME.json; a role is kept by its folder (NAME/replay/..)
-    single = len(documents) == 1 and "/" not in documents[0][0]
-    with OutputFolder(directory) as folder:
-        if single:
-            folder.add(f"{name}.json", documents[0][1])
-        else:
-            for file, text in documents:
-                folder.add(f"{name}/{file}", text)
-        folder.clear_own(f"{name}.json")
-        folder.clear_own(f"{name}/")
-        folder.commit()
-    return str(directory / (f"{name}.json" if single else name))
-
-
 def _pair_seeds(bases: list[Shape]) -> list[Shape]:
     """The two-group record base shapes (per example and selection, the one with the most
     layers), smallest first."""
-    import re
-
     seeds: dict[str, Shape] = {}
     for shape in bases:
         if shape.seed_key is not None or shape.parent is not None or not re.search(r"groups\[\d+, \d+\]", shape.name):
@@ -616,9 +536,6 @@ def core_text(core: list[str]) -> str:
     """A core for people: its rules, then its axioms counted by kind, e.g.
     ``BO007, BO008, BO009 + SHAPE:pin ×72 (block_size, shape) + LD:int-range ×4`` or
     ``loader axioms only (LD:signed-range ×3)``."""
-    import re
-    from collections import Counter
-
     rules = [c for c in core if ":" not in c.split(" ")[0] and not c.startswith("goal:")]
     axioms = [c for c in core if c not in rules and not c.startswith("goal:")]
     kinds = Counter(c.split(" ")[0] for c in axioms)
@@ -640,36 +557,3 @@ def core_text(core: list[str]) -> str:
 
 def to_json(results: list[RuleResult], timings: bool = False) -> str:
     return json.dumps({"rules": [r.to_json(timings) for r in results]}, indent=2) + "\n"
-
-
-def _refusing_rules(documents: list[tuple[str, str]], rules: list[Rule]) -> set[str]:
-    """The rules the concrete checker refuses the documents with (a document that does not load
-    gives the loader's IDs)."""
-    from ..rules.check import check
-
-    loaded = []
-    for file, text in documents:
-        try:
-            document = load_bytes(text.encode("utf-8"), file=f"witness/{file}")
-        except InputError as exc:
-            return {d.rule for d in exc.diagnostics}
-        loaded.append(attrs.evolve(document, role=role_of(file)))
-    return {d.rule for d in check(loaded, rules)}
-
-
-def replay_accepts(documents: list[tuple[str, str]]) -> tuple[bool, str]:
-    """(True, "") when the documents load strictly and the concrete checker accepts them."""
-    from ..rules.check import check
-
-    loaded = []
-    for file, text in documents:
-        try:
-            loaded.append(load_bytes(text.encode("utf-8"), file=f"explore/{file}"))
-        except InputError as exc:
-            first = exc.diagnostics[0]
-            return False, f"the document does not load: {first.rule} {first.path}: {first.message}"
-    diagnostics = check(loaded)
-    if diagnostics:
-        first = diagnostics[0]
-        return False, f"the concrete checker refuses it with {first.rule} ({first.path}: {first.message})"
-    return True, ""

@@ -28,7 +28,7 @@ its sort.
 
 The symbolic document is made of the model classes themselves (attrs does not check types), so a
 rule's binding and body run on it unchanged.  :meth:`SymbolicDocument.concretize` evaluates a
-z3 model back into attrs objects; :func:`witness_text` turns them into canonical JSON through the
+z3 model back into attrs objects, :meth:`SymbolicDocument.tree` into their JSON tree through the
 cattrs codec.
 """
 
@@ -44,12 +44,13 @@ from typing import Any, Iterable, Literal, get_args, get_origin
 import attrs
 import z3
 
+from ..diagnostics import KvproofError
 from ..logic import ConcreteRequired, _string_val
-from ..models.codec import ABSENT, MAX_SAFE_INT, Scalar, SignedInt, dumps, unstructure
+from ..models.codec import ABSENT, MAX_SAFE_INT, Scalar, SignedInt, unstructure
 from ..rules.core import child
 
 __all__ = [
-    "Policy", "SymValue", "Leaf", "SymbolicDocument", "build", "witness_text", "schema_path",
+    "Policy", "SymValue", "Leaf", "SymbolicDocument", "ReadLog", "build", "schema_path",
     "FLOAT_GRID", "IDENTIFIER_FIELDS",
 ]
 
@@ -87,16 +88,12 @@ class Policy:
             return True
         return kind == "str" and name in IDENTIFIER_FIELDS
 
-    def label(self) -> str:
-        parts = [f"pin {p}" for p in sorted(self.pinned)] + [f"free {p}" for p in sorted(self.free)]
-        return ", ".join(parts)
-
 
 def schema_path(spath: str, key: str) -> str:
     return f"{spath}.{key}" if spath else key
 
 
-class SymbolicFlowError(ConcreteRequired):
+class SymbolicFlowError(ConcreteRequired, KvproofError):
     """A symbolic value reached Python control flow (``if``, ``and``, ``in``, ``bool()``).
 
     ``term`` is the z3 term (or None) and ``leaf`` the symbolic leaf (or None) that Python tried
@@ -118,15 +115,34 @@ def _no_bool(self) -> bool:
         leaf=self._leaf)
 
 
-#: Leaves whose symbolic protocol was read, most recent last (``None``: not recording). The prover
-#: records while it encodes a rule: when a body fails on a symbolic value (a helper that cannot
-#: take it), the leaf read last is pinned and the rule encoded again.
-ACCESS_LOG: list | None = None
+class ReadLog:
+    """The optional leaves whose symbolic protocol a rule body read, most recent last, while it
+    records (``with log:``, which starts it empty). One per build of a shape's documents (its
+    leaves hold it): when a body fails on a symbolic value (a helper that cannot take it), the
+    leaf read last is pinned and the rule encoded again (:func:`kvproof.solver.encode.encode_rule`)."""
+
+    __slots__ = ("leaves", "recording")
+
+    def __init__(self) -> None:
+        self.leaves: list[Leaf] = []
+        self.recording = False
+
+    def clear(self) -> None:
+        self.leaves.clear()
+
+    def __enter__(self) -> "ReadLog":
+        self.leaves.clear()
+        self.recording = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.recording = False
 
 
 def _accessed(leaf: "Leaf") -> None:
-    if ACCESS_LOG is not None:
-        ACCESS_LOG.append(leaf)
+    reads = leaf.reads
+    if reads is not None and reads.recording:
+        reads.leaves.append(leaf)
 
 
 class SymValue:
@@ -448,6 +464,8 @@ class Leaf:
     makers: list = attrs.field(factory=list)  # (name, key, thunk) of the domain axioms, built on demand
     label: str = ""
     var_names: list = attrs.field(factory=list)
+    #: The read log of the build the leaf belongs to (None: reads are not recorded).
+    reads: ReadLog | None = None
 
     _axioms: list | None = None
 
@@ -550,6 +568,7 @@ class Leaf:
         return _decode(model.eval(self.payload[tag], model_completion=True), {INT_T: "int", BOOL_T: "bool", FLOAT_T: "float", STR_T: "str"}[tag])
 
 
+#: Pure memoization (z3 terms are immutable, and the axiom is a function of its key).
 _AXIOMS: dict[tuple, Any] = {}
 
 
@@ -563,6 +582,7 @@ def _axiom(name: str, key: Any, make) -> Any:
     return term
 
 
+#: Pure memoization: z3 makes the equal term of a name and sort every time.
 _CONSTS: dict[tuple[str, str], Any] = {}
 _MAKERS = {"int": z3.Int, "bool": z3.Bool, "real": z3.Real, "str": z3.String}
 
@@ -670,6 +690,7 @@ def _leaf_kind(type_: Any) -> tuple[str, tuple | None] | None:
     return None
 
 
+#: Pure memoization of ``typing.get_type_hints`` (a class's annotations do not change).
 _HINTS: dict[type, dict] = {}
 
 
@@ -696,14 +717,6 @@ class SymbolicDocument:
     def axioms(self) -> list[tuple[str, Any]]:
         return [axiom for leaf in self.leaves for axiom in leaf.axioms]
 
-    def template_preferences(self) -> list[tuple[Leaf, Any]]:
-        out = []
-        for leaf in self.leaves:
-            eq = leaf.template_eq()
-            if eq is not None:
-                out.append((leaf, eq))
-        return out
-
     def concretize(self, model: z3.ModelRef, touched: set[str] | None = None) -> Any:
         """The attrs object the z3 model describes (leaves outside ``touched`` keep their
         template value: no rule reads them)."""
@@ -714,11 +727,16 @@ class SymbolicDocument:
         return unstructure(self.concretize(model, touched))
 
 
-def build(cls: type, template: Any, label: str = "", policy: Policy | None = None) -> SymbolicDocument:
-    """A symbolic instance of ``cls`` shaped like the JSON tree ``template``."""
+def build(cls: type, template: Any, label: str = "", policy: Policy | None = None,
+          reads: ReadLog | None = None) -> SymbolicDocument:
+    """A symbolic instance of ``cls`` shaped like the JSON tree ``template``; its leaves record
+    their reads in ``reads``."""
     policy = policy or Policy()
     leaves: list[Leaf] = []
     obj = _build_attrs(cls, template, "$", "", label, policy, leaves)
+    if reads is not None:
+        for leaf in leaves:
+            leaf.reads = reads
     return SymbolicDocument(obj, cls, label, leaves)
 
 
@@ -852,7 +870,7 @@ def _rebuild(value: Any, leaf_value) -> Any:
     return value
 
 
-def _concretize_template(doc: "SymbolicDocument") -> Any:
+def template_tree(doc: "SymbolicDocument") -> Any:
     """The JSON tree of a symbolic document's template values (after a repair, the repaired ones)."""
     by_term = {leaf.term.get_id(): leaf for leaf in doc.leaves if not leaf.optional}
 
@@ -874,7 +892,3 @@ def _sort_kind(term: Any) -> str:
         return "float"
     return "str"
 
-
-def witness_text(obj: Any) -> str:
-    """Canonical JSON text of a concrete model object."""
-    return dumps(unstructure(obj))

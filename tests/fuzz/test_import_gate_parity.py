@@ -9,7 +9,7 @@ import pytest
 
 from kvproof.fuzz import parity
 from kvproof.rules.registry import all_rules
-from kvproof.solver.engine import role_of
+from kvproof.solver.encode import role_of
 from kvproof.solver.shapes import Bound, base_shapes
 
 RULES = all_rules()

@@ -14,8 +14,9 @@ from kvproof.cli import main
 from kvproof.rules.core import Rule
 from kvproof.rules.profile_fields import cache_groups
 from kvproof.rules.registry import all_rules, get_rule
-from kvproof.solver.engine import Config
-from kvproof.solver.prove import Prover, replay
+from kvproof.solver.calls import Config
+from kvproof.solver.prove import Prover
+from kvproof.solver.witnesses import replay_refusal
 from kvproof.solver.shapes import Bound
 
 FAST = Bound(groups=1, layers=1, mutations=0)
@@ -33,7 +34,7 @@ def prover() -> Prover:
 def test_a_reachable_rule_has_a_witness_refused_with_it_first(prover) -> None:
     result = prover.prove(get_rule("PF001"))
     assert result.verdict == "reachable" and not result.contrary
-    assert replay("PF001", result.documents)[0] == "reachable"
+    assert replay_refusal("PF001", result.documents)[0] == "reachable"
     (file, text), = result.documents
     assert json.loads(text)["schema_version"] == "kvproof/profile/v1"
     assert result.changed  # the template fields the witness edits
@@ -163,7 +164,7 @@ def test_prove_all_meets_every_expectation() -> None:
 def test_nonlinear_consts_names_the_factors_of_symbolic_products() -> None:
     import z3
 
-    from kvproof.solver.engine import nonlinear_consts
+    from kvproof.solver.pins import nonlinear_consts
 
     x, y, z = z3.Ints("x y z")
     assert nonlinear_consts([3 * x + y <= z]) == set()
@@ -253,7 +254,7 @@ def test_a_profile_in_the_replay_folder_has_the_replay_role() -> None:
     # kvproof plan checks its profile with role "replay" (ST028 binds it); the shapes and the
     # stored witnesses say so by the folder
     from kvproof.rules.state_storage import REPLAY_ROLE
-    from kvproof.solver.engine import role_of
+    from kvproof.solver.encode import role_of
 
     assert role_of("replay/profile.json") == REPLAY_ROLE
     assert role_of("probe/worker.json") == "probe"
@@ -261,12 +262,12 @@ def test_a_profile_in_the_replay_folder_has_the_replay_role() -> None:
     result = Prover().prove(get_rule("ST028"))
     assert result.verdict == "reachable" and result.shape.startswith("replay profile ")
     assert [file for file, _ in result.documents] == ["replay/profile.json"]
-    assert replay("ST028", result.documents)[0] == "reachable"
+    assert replay_refusal("ST028", result.documents)[0] == "reachable"
 
 
 def test_a_replay_witness_is_written_in_its_folder_and_loaded_with_its_role(tmp_path) -> None:
     from kvproof.rules.check import check
-    from kvproof.solver.prove import load_witness, write_documents
+    from kvproof.solver.witnesses import load_witness, write_documents
 
     text = (Path(__file__).resolve().parents[2] / "examples" / "unmodeled-kda-recoverssm" / "profile.json").read_text()
     written = write_documents(tmp_path, "ST028", [("replay/profile.json", text)])
@@ -297,7 +298,7 @@ def test_jobs_keep_the_rules_of_a_kind_in_one_process() -> None:
 def test_strict_bool_is_reentrant_and_restores_z3() -> None:
     import z3
 
-    from kvproof.solver.engine import strict_bool
+    from kvproof.solver.encode import strict_bool
     from kvproof.solver.symbolic import SymbolicFlowError
 
     original = z3.AstRef.__bool__

@@ -15,7 +15,7 @@ from kvproof.models.codec import ABSENT, dumps
 from kvproof.models.documents import load_bytes
 from kvproof.models.profile import Profile
 from kvproof.models.record import WorkerRecord
-from kvproof.solver.engine import strict_bool
+from kvproof.solver.encode import strict_bool
 from kvproof.solver.shapes import Bound, base_shapes
 from kvproof.solver.symbolic import (
     ABSENT_T, BOOL_T, FLOAT_T, INT_T, NULL_T, Leaf, Policy, SymbolicFlowError, SymValue, build,
@@ -115,12 +115,12 @@ def test_axioms_are_named_by_kind_and_path() -> None:
 @pytest.mark.parametrize("kind", ["profile", "worker", "scheduler"])
 def test_template_values_concretize_to_a_loadable_document(kind) -> None:
     from kvproof.solver.shapes import document_class
-    from kvproof.solver.symbolic import _concretize_template
+    from kvproof.solver.symbolic import template_tree
 
     for shape in base_shapes(kind, Bound())[:3]:
         _, file, tree = shape.documents[0]
         doc = build(document_class(kind), tree, policy=Policy(pinned=frozenset({"block_axis"})))
-        text = dumps(_concretize_template(doc))
+        text = dumps(template_tree(doc))
         assert json.loads(text) == tree
         load_bytes(text.encode(), file=file)
 

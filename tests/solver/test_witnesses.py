@@ -9,7 +9,7 @@ import pytest
 
 from kvproof.rules.check import check
 from kvproof.rules.registry import all_rules
-from kvproof.solver.prove import load_witness
+from kvproof.solver.witnesses import load_witness
 
 HERE = Path(__file__).resolve().parent / "witnesses"
 CASES = sorted(p for p in HERE.glob("*") if p.suffix == ".json" or p.is_dir())

@@ -25,6 +25,15 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 import attrs
+import z3
+
+from ...logic import concrete_bool
+from ...models.codec import dumps
+from ...rules.check import bundles
+from ..expression import ExpressionError, describe, parse, symbolic_value
+from ..symbolic import collect_consts
+from ..verdicts import Outcome
+from ..witnesses import replay
 
 __all__ = ["Claim", "claim", "shipped_claims", "load_claims_file", "expression_claim", "ClaimResult", "prove_claim"]
 
@@ -46,8 +55,6 @@ class Claim:
     def apply(self, documents: tuple) -> Any:
         """The formula on a document set: the first document of the claim's kind, or the bundle."""
         if self.kind == "bundle":
-            from ...rules.check import bundles
-
             groups = bundles(documents)
             return self.formula(groups[0])
         for document in documents:
@@ -92,8 +99,6 @@ def load_claims_file(path: str | Path) -> list[Claim]:
 def expression_claim(expression: str, kind: str) -> Claim:
     """A claim from an expression of :mod:`kvproof.solver.expression` over ``doc`` (``bundle``
     too, for a bundle claim); raises :class:`~kvproof.solver.expression.ExpressionError`."""
-    from ..expression import parse
-
     checked = parse(expression, ("doc", "bundle"))
 
     def formula(document: Any) -> Any:
@@ -136,11 +141,6 @@ def prove_claim(target: Claim, prover) -> ClaimResult:
 
     Over zero shapes nothing is proved: the verdict is ``unknown`` (:data:`NO_SHAPES`).
     An :class:`~kvproof.solver.expression.ExpressionError` (a bad expression) propagates."""
-    import z3
-
-    from ..expression import ExpressionError, symbolic_value
-    from ..symbolic import collect_consts
-
     start = time.perf_counter()
     result = ClaimResult(target.id, target.text, "holds", target.expect)
     cores: list[str] = []
@@ -163,7 +163,7 @@ def prove_claim(target: Claim, prover) -> ClaimResult:
         for _round in range(3):
             if outcome.status != "sat":
                 break
-            documents = [(file, _dumps(tree)) for _, file, tree in session.trees(outcome.model)]
+            documents = [(file, dumps(tree)) for _, file, tree in session.trees(outcome.model)]
             verdict, reason, refusing = validate(target, documents)
             if verdict == "refuted":
                 result.verdict, result.reason, result.documents, result.shape = verdict, reason, documents, shape.name
@@ -196,10 +196,6 @@ def prove_claim(target: Claim, prover) -> ClaimResult:
 
 def _as_claim_bool(value: Any) -> Any:
     """A claim's value as a z3 Bool; anything but a truth value is a bad claim."""
-    import z3
-
-    from ..expression import ExpressionError, describe
-
     if isinstance(value, bool):
         return z3.BoolVal(value)
     if z3.is_expr(value) and z3.is_bool(value):
@@ -208,10 +204,6 @@ def _as_claim_bool(value: Any) -> Any:
 
 
 def _check_forced(session, extra, claim_id: str, force: set[str]):
-    import z3
-
-    from ..engine import Outcome
-
     session.encode_all()
     session.ensure_solver()
     session.sync([extra] + [t for e in session.encoded.values() if e.terms for t in e.terms])
@@ -234,31 +226,15 @@ def _check_forced(session, extra, claim_id: str, force: set[str]):
         solver.pop()
 
 
-def _dumps(tree: Any) -> str:
-    from ...models.codec import dumps
-
-    return dumps(tree)
-
-
 def validate(target: Claim, documents: list[tuple[str, str]]) -> tuple[str, str, str | None]:
     """("refuted", text, None) when the documents load, every rule accepts them and the claim is
     false on the loaded objects; ("mismatch", why, first refusing rule or None) otherwise."""
-    from ...diagnostics import InputError
-    from ...logic import concrete_bool
-    from ...models.documents import load_bytes
-    from ...rules.check import check
-
-    loaded = []
-    for file, text in documents:
-        try:
-            loaded.append(load_bytes(text.encode("utf-8"), file=f"counterexample/{file}"))
-        except InputError as exc:
-            first = exc.diagnostics[0]
-            return "mismatch", f"the counterexample does not load: {first.rule} {first.path}: {first.message}", None
-    diagnostics = check(loaded)
-    if diagnostics:
-        first = diagnostics[0]
+    replayed = replay(documents, "counterexample")
+    if not replayed.loaded:
+        return "mismatch", replayed.not_loaded("counterexample"), None
+    if replayed.diagnostics:
+        first = replayed.diagnostics[0]
         return "mismatch", f"the checker refuses the counterexample with {first.rule} ({first.path})", first.rule
-    if concrete_bool(target.apply(tuple(loaded))):
+    if concrete_bool(target.apply(tuple(replayed.documents))):
         return "mismatch", "the claim holds on the loaded counterexample (symbolic and concrete semantics differ)", None
     return "refuted", "an accepted document violates the claim", None

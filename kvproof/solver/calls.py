@@ -1,0 +1,90 @@
+"""One solver call: its budget (:class:`Config`), a z3 context of its own (:class:`IsolatedSolver`)
+and stopping it from the CLI's Ctrl-C watcher (:func:`interrupt`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import z3
+
+__all__ = ["Config", "IsolatedSolver", "interrupt"]
+
+
+@attrs.define
+class Config:
+    """The budget of one solver call. ``rlimit`` (z3 resource units, machine independent)
+    decides when a call gives up; ``timeout`` (wall-clock seconds) is only a safety net, far
+    above what the resource limit takes even on a loaded machine (a call that reaches it gives
+    ``unknown``, never a verdict, but then a run can differ from the next). Every decided call
+    of ``prove --all`` takes under 0.5 M units; 5 M take about 3-7 s on a loaded 2-core machine."""
+
+    timeout: float = 60.0  # wall-clock safety net per solver call (seconds)
+    rlimit: int = 5_000_000  # deterministic resource limit per solver call
+    relax_rounds: int = 12
+    seed: int = 0
+
+
+class _Running:
+    """The z3 context of the solver call running now. Process state by nature: a signal reaches
+    the process, not a session, and a process runs one solver call at a time."""
+
+    context: Any = None
+
+
+def interrupt() -> None:
+    """Stop the running solver call at once (thread-safe: ``Context.interrupt``). The CLI's
+    SIGINT watcher calls it; the call returns unknown and the interrupt ends the command."""
+    ctx = _Running.context
+    if ctx is not None:
+        ctx.interrupt()
+
+
+class IsolatedSolver:
+    """A z3 solver in a z3 context of its own; terms of the main context are translated on the
+    way in, models on the way out.
+
+    z3's search depends on the identities of its terms (their ids, the addresses they live at),
+    and in the main context those depend on every term the process made before: the same
+    question asked after other questions (another rule first, or another ``--jobs`` split) got
+    another model or core. A fresh context holds only this question's terms, made in the order
+    they are asserted, so the same question gets the same answer in every run and process."""
+
+    def __init__(self) -> None:
+        self.ctx = z3.Context()
+        self.solver = z3.Solver(ctx=self.ctx)
+
+    def _in(self, term: Any) -> Any:
+        return term.translate(self.ctx)
+
+    def set(self, *args: Any) -> None:
+        self.solver.set(*args)
+
+    def add(self, term: Any) -> None:
+        self.solver.add(self._in(term))
+
+    def assert_and_track(self, term: Any, name: str) -> None:
+        self.solver.assert_and_track(self._in(term), z3.Bool(name, self.ctx))
+
+    def push(self) -> None:
+        self.solver.push()
+
+    def pop(self) -> None:
+        self.solver.pop()
+
+    def check(self, *assumptions: Any) -> Any:
+        terms = [self._in(a) for a in assumptions]
+        _Running.context = self.ctx
+        try:
+            return self.solver.check(*terms)
+        finally:
+            _Running.context = None
+
+    def model(self) -> Any:
+        return self.solver.model().translate(z3.main_ctx())
+
+    def unsat_core(self) -> list:
+        return list(self.solver.unsat_core())
+
+    def reason_unknown(self) -> str:
+        return self.solver.reason_unknown()
