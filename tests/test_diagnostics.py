@@ -14,7 +14,7 @@ from kvproof.diagnostics import Diagnostic, KvproofError
 #: Packages whose exceptions join the hierarchy in their own change of issue #14 (the solver's
 #: ``NeedPins``, the simulator's refusals, the parity fuzzer's ``_NeedPins``); drop each prefix
 #: here once that change is merged.
-_REPARENTED_ELSEWHERE = ("kvproof.solver", "kvproof.sim", "kvproof.fuzz.parity")
+_REPARENTED_ELSEWHERE = ("kvproof.sim",)
 
 
 def _kvproof_exceptions() -> list[type]:
@@ -66,7 +66,7 @@ def test_one_renderer_names_the_file_the_rule_the_path_and_the_text(diagnostic, 
 
 #: The solver's witness replay (prove.py, claims/) still writes its own lines; its change of
 #: issue #14 gives it one replay helper: drop this then.
-_SOLVER_SPLIT_ELSEWHERE = ("solver",)
+_SOLVER_SPLIT_ELSEWHERE = ()
 
 
 def test_no_module_formats_a_diagnostic_line_by_hand() -> None:

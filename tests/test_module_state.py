@@ -13,11 +13,15 @@ from kvproof.models.documents import load_path
 ROOT = Path(kvproof.__file__).parent
 EXAMPLES = ROOT / "examples"
 #: Reworked in their own changes of issue #14 (the solver split, the simulator's subpackages).
-_ELSEWHERE = ("solver/", "sim/", "fuzz/parity.py")
+_ELSEWHERE = ("sim/",)
 #: Module-level containers that are tables, not caches.
 _TABLES = {
     "rules/core.py:_DECLARED",  # the declared rules, filled once by @rule as the families import
     "rules/registry.py:REMOVED",  # retired rule IDs and why (none today)
+    "solver/claims/__init__.py:_DECLARED",  # the declared claims, filled by @claim as a claims file imports
+    # pure memoization keyed by value (a key the argument objects cannot be: leaves, makers)
+    "solver/pins.py:_PIN_PAIRS",
+    "solver/symbolic.py:_AXIOMS",
 }
 
 

@@ -24,6 +24,7 @@ A rule whose body cannot be run symbolically is reported with the exception.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import time
@@ -402,14 +403,9 @@ def _variables(shape: ParityShape) -> list:
     return out
 
 
-#: Pure memoization: the z3 default value of a sort kind (z3 terms are immutable).
-_DEFAULTS: dict[str, Any] = {}
-
-
+@functools.cache  # pure memoization: the z3 default value of a sort kind (z3 terms are immutable)
 def _default(kind: str) -> Any:
-    if kind not in _DEFAULTS:
-        _DEFAULTS[kind] = _lift({"bool": False, "int": 0, "real": 0, "str": ""}[kind], kind)
-    return _DEFAULTS[kind]
+    return _lift({"bool": False, "int": 0, "real": 0, "str": ""}[kind], kind)
 
 
 def _leaf_pairs(shape: ParityShape, index: int, tag: Any, value: Any) -> list[tuple[Any, Any]]:

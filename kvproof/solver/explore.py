@@ -149,7 +149,7 @@ def _accepted(replayed) -> tuple[str, str]:
         return "mismatch", replayed.not_loaded("document")
     if replayed.diagnostics:
         first = replayed.diagnostics[0]
-        return "mismatch", f"the concrete checker refuses it with {first.rule} ({first.path}: {first.message})"
+        return "mismatch", f"the concrete checker refuses it with {first.rule} ({first.at()})"
     return "optimal", ""
 
 

@@ -35,6 +35,7 @@ cattrs codec.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import types
 import typing
@@ -582,18 +583,14 @@ def _axiom(name: str, key: Any, make) -> Any:
     return term
 
 
-#: Pure memoization: z3 makes the equal term of a name and sort every time.
-_CONSTS: dict[tuple[str, str], Any] = {}
 _MAKERS = {"int": z3.Int, "bool": z3.Bool, "real": z3.Real, "str": z3.String}
 
 
+@functools.cache  # pure memoization: z3 makes the equal term of a name and sort every time
 def _const(name: str, sort: str) -> Any:
     """The z3 constant of that name and sort (the same term z3 makes anew each time: shapes and
     their mutations share most leaf names, and making one is most of building a document)."""
-    term = _CONSTS.get((name, sort))
-    if term is None:
-        term = _CONSTS[(name, sort)] = _MAKERS[sort](name)
-    return term
+    return _MAKERS[sort](name)
 
 
 def _tag_of(value: Any) -> int | None:
@@ -690,14 +687,9 @@ def _leaf_kind(type_: Any) -> tuple[str, tuple | None] | None:
     return None
 
 
-#: Pure memoization of ``typing.get_type_hints`` (a class's annotations do not change).
-_HINTS: dict[type, dict] = {}
-
-
+@functools.cache  # pure memoization of typing.get_type_hints (a class's annotations do not change)
 def _hints(cls: type) -> dict:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+    return typing.get_type_hints(cls)
 
 
 @attrs.define(eq=False)

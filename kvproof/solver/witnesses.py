@@ -57,7 +57,7 @@ class Replayed:
 
     def not_loaded(self, what: str) -> str:
         first = self.load_errors[0]
-        return f"the {what} does not load: {first.rule} {first.path}: {first.message}"
+        return f"the {what} does not load: {first.text()}"
 
 
 def replay(documents: Iterable[tuple[str, str]], folder: str, rules: list[Rule] | None = None) -> Replayed:
@@ -83,7 +83,7 @@ def replay_refusal(rule_id: str, documents: list[tuple[str, str]],
     if first.rule != rule_id:
         return ("mismatch", f"the concrete checker refuses the witness with {first.rule} first ({first.path}: "
                 f"{first.message})", first.rule)
-    return "reachable", f"{first.path}: {first.message}", first.rule
+    return "reachable", first.at(), first.rule
 
 
 def load_witness(case: Path) -> list:
