@@ -30,11 +30,17 @@ class _Running:
     the process, not a session, and a process runs one solver call at a time."""
 
     context: Any = None
+    #: Set by the first interrupt and kept: a signal that lands between two calls (or whose
+    #: KeyboardInterrupt Python swallowed in a destructor) must stop the next call too, not let
+    #: it run its tens of seconds.
+    interrupted: bool = False
 
 
 def interrupt() -> None:
-    """Stop the running solver call at once (thread-safe: ``Context.interrupt``). The CLI's
-    SIGINT watcher calls it; the call returns unknown and the interrupt ends the command."""
+    """Stop the running solver call at once (thread-safe: ``Context.interrupt``), and every
+    later one before it starts. The CLI's SIGINT watcher calls it; the call raises
+    ``KeyboardInterrupt``, which ends the command."""
+    _Running.interrupted = True
     ctx = _Running.context
     if ctx is not None:
         ctx.interrupt()
@@ -74,11 +80,16 @@ class IsolatedSolver:
 
     def check(self, *assumptions: Any) -> Any:
         terms = [self._in(a) for a in assumptions]
+        if _Running.interrupted:
+            raise KeyboardInterrupt
         _Running.context = self.ctx
         try:
-            return self.solver.check(*terms)
+            answer = self.solver.check(*terms)
         finally:
             _Running.context = None
+        if _Running.interrupted:  # z3 answered unknown because it was stopped: not an answer
+            raise KeyboardInterrupt
+        return answer
 
     def model(self) -> Any:
         return self.solver.model().translate(z3.main_ctx())
