@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..terminal import number
+from .explore_output import write_document
 
 EXIT_OK, EXIT_NO_OPTIMUM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -90,16 +91,3 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     if result.status in ("infeasible", "unbounded", "mismatch"):
         return EXIT_NO_OPTIMUM
     return EXIT_UNKNOWN
-
-
-def write_document(output: str, text: str) -> bool:
-    """Write explore's optimal document to ``-o`` (atomic, kvproof.output); False (said on stderr)
-    when it cannot be written."""
-    from ..output import OutputError, write_file
-
-    try:
-        write_file(output, text)
-    except (OutputError, OSError) as exc:
-        sys.stderr.write(f"kvproof explore: cannot write {output}: {getattr(exc, 'strerror', None) or exc}\n")
-        return False
-    return True

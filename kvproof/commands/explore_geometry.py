@@ -19,7 +19,7 @@ def run(template: str, objective: str, direction: str, open_fields: tuple[str, .
     from ..models.codec import parse_json
     from ..models.documents import read_document
     from ..solver.explore_geometry import DEFAULT_MAX_PLANS, GeometryExploreError, explore_geometry, render_text
-    from .explore import write_document
+    from .explore_output import write_document
 
     tree = parse_json(read_document(template), template)  # loaded strictly by the caller already
     try:
