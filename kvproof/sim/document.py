@@ -8,14 +8,15 @@ beyond the contract follow the documented ones (``max_model_len``, ``layout``, `
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from ..diagnostics import InputError
 from ..models.codec import present
 from ..models.geometry import Geometry, load_geometry
-from .plan import Plan, plan
-from .platform import DEFAULT_PLATFORM, DefaultAlignment
-from .refusals import Refusal
+from .startup.plan import Plan, plan
+from .startup.platform import DEFAULT_PLATFORM, DefaultAlignment
+from .startup.refusals import PlanRefusal
 
 __all__ = ["simulate_document", "simulate_geometry", "plan_to_document", "bad_input_document", "refusal_document"]
 
@@ -115,7 +116,7 @@ def default_alignment_json(default: DefaultAlignment) -> dict[str, Any]:
     }
 
 
-def refusal_document(refusal: Refusal) -> dict[str, Any]:
+def refusal_document(refusal: PlanRefusal) -> dict[str, Any]:
     error: dict[str, Any] = {"message": refusal.message, "type": refusal.kind}
     if refusal.source:
         error["source"] = refusal.source
@@ -133,10 +134,10 @@ def bad_input_document(error: InputError) -> dict[str, Any]:
 
 def simulate_geometry(geometry: Geometry, on_step: Any = None) -> dict[str, Any]:
     """The ``simulate`` result of a geometry; ``on_step`` is called after every workload step
-    (:func:`kvproof.sim.scheduler.simulate_workload`)."""
+    (:func:`kvproof.sim.requests.scheduler.simulate_workload`)."""
     try:
         result = plan(geometry)
-    except Refusal as refusal:
+    except PlanRefusal as refusal:
         return refusal_document(refusal)
     doc = plan_to_document(result)
     if present(geometry.simulate):
@@ -149,7 +150,10 @@ def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any], o
     (``simulation``, ``prefix_hit_probe``) and a workload through the scheduler (``workload``)."""
     simulate = geometry.simulate
     if present(simulate.prompt_tokens):
-        from .request_trace import simulate_request
+        # The requests port is imported when a geometry asks for it: it is ~50 ms of imports
+        # (-X importtime, 3 runs at load ~3) that `kvproof check` (the rules import kvproof.sim) and a
+        # plan-only simulate never use.
+        from .requests.request_trace import simulate_request
 
         try:
             trace = simulate_request(result, simulate)
@@ -166,7 +170,7 @@ def _requests_over_time(result: Plan, geometry: Geometry, doc: dict[str, Any], o
             if trace.get("simulation_stalled"):
                 doc["simulation_stalled"] = True  # the lone request never fits: vLLM would wait forever
     if present(simulate.requests):
-        from .scheduler import simulate_workload
+        from .requests.scheduler import simulate_workload  # lazily, as simulate_request above
 
         if present(simulate.chunk_tokens) and simulate.chunk_tokens > geometry.max_model_len:
             # chunk_tokens is the scheduler's long_prefill_token_threshold: SchedulerConfig refuses it.
@@ -195,8 +199,6 @@ _VLLM_RAISES = (AssertionError, ValueError, NotImplementedError, RuntimeError)
 
 def _raised(exc: BaseException) -> dict[str, Any]:
     """What vLLM raises while serving, with the ported ``raise`` (kvproof file:line) that raised it."""
-    import traceback
-
     frame = traceback.extract_tb(exc.__traceback__)[-1]
     where = frame.filename.replace("\\", "/")
     where = where[where.rfind("kvproof/"):] if "kvproof/" in where else where
