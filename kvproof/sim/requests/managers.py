@@ -55,7 +55,6 @@ from ..startup.specs import (
     RSWASpec,
     SinkFullAttentionSpec,
     SlidingWindowSpec,
-    manager_class_name,
 )
 
 
