@@ -18,9 +18,9 @@ Cases (docs/requests.md), interleaved round by round:
 * ``single-request``: the single request of a 20,000-token prompt in 512-token chunks and 2,000
   decode steps on the Gemma-like sliding-window example (steps per second).
 
-Each workload is also timed step by step (``kvproof.sim.scheduler.step_by_step``: every step alone,
+Each workload is also timed step by step (``kvproof.sim.requests.scheduler.step_by_step``: every step alone,
 every ``allocate_slots`` call made), after checking that both paths give the same result: the ratio
-shows what the decode runs (``kvproof/sim/decode_runs.py``) bring.
+shows what the decode runs (``kvproof/sim/requests/decode_runs.py``) bring.
 
 vLLM: when ``.venv-vllm/bin/python`` exists (``KVPROOF_ORACLE_PYTHON`` names another interpreter),
 ``tests/conformance/oracle_requests.py`` runs each workload geometry in its own process, up to 3
@@ -121,7 +121,7 @@ def _vllm(docs: dict[str, dict], expected: dict[str, dict], rounds: int) -> dict
 
 
 def _long(decode_runs: bool = True) -> None:
-    from kvproof.sim.scheduler import simulate_workload
+    from kvproof.sim.requests.scheduler import simulate_workload
 
     doc = _geometry("plain-32-full-attention.json", _long_requests(), max_steps=LONG_STEPS)
     geometry = load_geometry(doc)
@@ -147,8 +147,8 @@ def main() -> None:
     parser.add_argument("--no-long", action="store_true")
     args = parser.parse_args()
 
-    from kvproof.sim.request_trace import simulate_request
-    from kvproof.sim.scheduler import simulate_workload, step_by_step
+    from kvproof.sim.requests.request_trace import simulate_request
+    from kvproof.sim.requests.scheduler import simulate_workload, step_by_step
 
     requests = _requests(args.requests)
     docs = {

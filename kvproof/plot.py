@@ -56,14 +56,14 @@ def picture_format(path: str) -> str | None:
 
 
 class WorkloadRecorder:
-    """``on_step`` of :func:`kvproof.sim.scheduler.simulate_workload`: the blocks each group holds
+    """``on_step`` of :func:`kvproof.sim.requests.scheduler.simulate_workload`: the blocks each group holds
     after each workload step (the ``workload`` JSON keeps only the free blocks)."""
 
     def __init__(self) -> None:
         self.held: list[list[int]] = []
 
     def __call__(self, step: dict, manager: Any) -> None:
-        from .sim.request_trace import held_by_group
+        from .sim.requests.request_trace import held_by_group
 
         self.held.append(held_by_group(manager))
 

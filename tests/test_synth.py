@@ -12,7 +12,7 @@ from kvproof.models.codec import dumps, unstructure
 from kvproof.models.documents import load_bytes
 from kvproof.models.geometry import load_geometry
 from kvproof.rules.check import check
-from kvproof.sim import Refusal
+from kvproof.sim import PlanRefusal
 from kvproof.sim.synth import synthesize
 
 GEOMETRIES = sorted((Path(__file__).resolve().parents[1] / "examples" / "geometries").glob("*.json"))
@@ -48,7 +48,7 @@ def test_glm_like_records_have_the_packed_groups() -> None:
 
 def test_refused_geometry_exits_1_with_vllm_text(tmp_path, capsys) -> None:
     path = next(p for p in GEOMETRIES if "refusal" in p.name)
-    with pytest.raises(Refusal):
+    with pytest.raises(PlanRefusal):
         synthesize(load_geometry(path.read_bytes()))
     assert main(["synth", str(path), "-o", str(tmp_path / "out")]) == 1
     assert "(1.0 GiB KV cache is needed" in capsys.readouterr().out
@@ -115,7 +115,7 @@ def _synthesized_or_refused(document: dict) -> None:
         return  # an edit that made the geometry itself invalid
     try:
         synthesized = records_for(geometry)
-    except (Refusal, InputError):
+    except (PlanRefusal, InputError):
         return
     records = [load_bytes(dumps(unstructure(rec)), f"synth/{name}") for name, rec in synthesized.files()]
     diagnostics = check(records)

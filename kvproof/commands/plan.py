@@ -31,7 +31,7 @@ from .check import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
 def consumer_blocks(group, tokens: int, max_num_tokens: int) -> int:
     """Blocks one request at ``tokens`` holds in a group as the profile's replay holds them."""
     from ..logic import cdiv
-    from ..sim import demand
+    from ..formulas import blocks_per_request as demand
 
     if group.kind == "state":
         return group.blocks_per_request

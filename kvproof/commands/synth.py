@@ -19,7 +19,7 @@ from .simulate import read_geometry
 
 def records_for(geometry, file: str | None = None):
     """The :class:`~kvproof.sim.synth.SynthesizedRecords` of a geometry. Raises
-    :class:`~kvproof.sim.Refusal` (vLLM would not start) or :class:`InputError` (no record kvproof
+    :class:`~kvproof.sim.PlanRefusal` (vLLM would not start) or :class:`InputError` (no record kvproof
     checks exists for it)."""
     from ..models.geometry import expand_layers
     from ..rules.spec_classes import SPEC_KINDS
@@ -46,7 +46,7 @@ def split_ring(geometry, records, file: str | None = None) -> Diagnostic | None:
     (``v1/worker/utils.py:658-676``), but no vLLM 0.33.0 model does: every ring backend accepts any
     multiple of 1, so a ring's kernel block is its block and VC001 refuses any other."""
     from ..models.geometry import present
-    from ..sim.views import backend_position
+    from ..sim.startup.views import backend_position
 
     views_cfg = geometry.views
     declared = views_cfg.backends if present(views_cfg) and present(views_cfg.backends) else []
@@ -72,7 +72,7 @@ def split_ring(geometry, records, file: str | None = None) -> Diagnostic | None:
 
 
 def run(path: str, output: str) -> int:
-    from ..sim import Refusal
+    from ..sim import PlanRefusal
 
     try:
         records = records_for(read_geometry(path), path)
@@ -80,7 +80,7 @@ def run(path: str, output: str) -> int:
         for diagnostic in exc.diagnostics:
             sys.stdout.write(f"{'' if diagnostic.file else path + ': '}{diagnostic.render()}\n")
         return 2
-    except Refusal as refusal:
+    except PlanRefusal as refusal:
         sys.stdout.write(f"{path}: vLLM 0.33.0 refuses to start: {refusal}\n")
         return 1
     # Every record is staged before the first lands: a failed write (a full disk, a file size

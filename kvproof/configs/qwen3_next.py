@@ -96,8 +96,8 @@ def _complete_align(geometry: dict[str, Any]) -> dict[str, Any]:
     ``prefill_checkpoint_alignment`` = the prefix-cache grid (abstract.py:116-129)."""
     from ..models.codec import present, unstructure
     from ..models.geometry import expand_layers, load_geometry
-    from ..sim import Refusal, plan
-    from ..sim.platform import default_platform_alignment
+    from ..sim import PlanRefusal, plan
+    from ..sim.startup.platform import default_platform_alignment
 
     def probe():  # the geometry as far as the block sizes go (they do not read memory); LD002 if bad
         out = {key: value for key, value in geometry.items() if key not in ("num_gpu_blocks_override", "simulate")}
@@ -114,7 +114,7 @@ def _complete_align(geometry: dict[str, Any]) -> dict[str, Any]:
     else:  # the final mamba_block_size: the platform's alignment, which the spec's grid does not enter
         try:
             grid = plan(loaded).settings.mamba_block_size
-        except Refusal as refusal:
+        except PlanRefusal as refusal:
             raise ConfigError(CONFIG_PARALLEL, "$", f"vLLM refuses these settings: {refusal.message}") from None
     geometry["layers"] = [dict(entry, prefill_checkpoint_alignment=grid) if "prefill_checkpoint_alignment" in entry
                           else entry for entry in geometry["layers"]]

@@ -648,7 +648,7 @@ def _synth_one(source: str, geometry: Any) -> SynthResult:
     from ..models.codec import unstructure
     from ..models.documents import load_bytes
     from ..rules.check import check
-    from ..sim import Refusal
+    from ..sim import PlanRefusal as Refusal
     from ..sim.synth import synthesize
 
     try:

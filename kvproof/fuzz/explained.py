@@ -100,7 +100,7 @@ def _was(*values: Any) -> Callable[[Edit, Any], bool]:
 
 def _in_flight_derivable(edit: Edit, tree: Any) -> bool:
     """The record's max_in_flight_tokens is what SU derives when it is absent (config/vllm.py:600-609)."""
-    from ..sim.demand import max_in_flight_tokens
+    from ..formulas.blocks_per_request import max_in_flight_tokens
 
     config = _at(tree, ("resolved_config",)) or {}
     recorded = config.get("max_in_flight_tokens")

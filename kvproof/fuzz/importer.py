@@ -40,7 +40,7 @@ def record_sets(draw, **geometry_options: Any):
     import json
 
     from ..models.geometry import load_geometry
-    from ..sim import Refusal
+    from ..sim import PlanRefusal as Refusal
     from ..sim.synth import synthesize
     from .strategies import geometries
 

@@ -51,7 +51,7 @@ UNKNOWN = "kvproof-unknown"
 def _static_vocabulary() -> dict[str, tuple[str, ...]]:
     from ..rules.spec_classes import ATTENTION_SPECS, STATE_SPECS, UNIFORM_GROUP
     from ..formulas.dtypes import ELEMENT_BYTES as DTYPE_BYTES
-    from ..sim.layout import KVCacheLayout
+    from ..sim.startup.layout import KVCacheLayout
 
     dtypes = tuple(sorted(DTYPE_BYTES)) + ("torch.bfloat16",)
     return {

@@ -111,7 +111,7 @@ def _group(index: int, group, block: int, workers) -> CacheGroup:
 def state_storage_of(config) -> str | None:
     """The storage policy of the resolved settings (the support table's state backend; the CPU
     backend has none: None)."""
-    from ..sim.state_support import architecture_class, state_backend
+    from ..sim.startup.state_support import architecture_class, state_backend
 
     settings = {"use_replayssm": config.use_replayssm is True,
                 "architecture": architecture_class(config.architecture if present(config.architecture) else None),

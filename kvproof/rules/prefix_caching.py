@@ -14,7 +14,7 @@ import json
 
 from ..logic import And, HasKey, If, Implies, IntIs, Not, Or, OrDefault, Present, SameScalar, ValueOf, gcd, lcm, mod
 from ..models.codec import ABSENT
-from ..sim.state_support import REVISION_PR_55688
+from ..sim.startup.state_support import REVISION_PR_55688
 from .common import same_list, scheduler_name
 from .core import Instance, binding, child, rule
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from ..logic import And, If, Implies, Not, Or, Present, ValueOf, mod
 from ..models.codec import present
 from ..models.profile import CACHE_LAYOUTS, STATE_STORAGE_POLICIES
-from ..sim.replay_ring import ring_length as physical_ring_length
-from ..sim.state_support import REFUSALS
+from ..sim.startup.replay_ring import ring_length as physical_ring_length
+from ..sim.startup.state_support import REFUSALS
 from .core import Instance, binding, rule
 
 __all__ = ["REPLAY_ROLE", "replay_document"]

@@ -16,8 +16,9 @@ prefix caching (``align`` with it, ``none`` without: model_executor/models/confi
 from __future__ import annotations
 
 from ..logic import And, Implies, Not, Or, Present, ValueOf
-from ..sim.state_support import (AXES, DEFAULT_REVISION, EAGLE_METHODS, KDA_ARCHITECTURES, NATIVE_MTP_METHODS,
-                                 REFUSALS, REPLAYSSM_ARCHITECTURES, REVISIONS, Refusal, matches, refusal_names, rows_of)
+from ..sim.startup.state_support import (AXES, DEFAULT_REVISION, EAGLE_METHODS, KDA_ARCHITECTURES, NATIVE_MTP_METHODS,
+                                 REFUSALS, REPLAYSSM_ARCHITECTURES, REVISIONS, RefusalText as Refusal, matches,
+                                 refusal_names, rows_of)
 from .core import Binding, Instance, binding, rule
 
 __all__ = ["RecordView", "resolved_state"]

@@ -1,7 +1,7 @@
 """``synthesize(geometry)``: the runtime records vLLM 0.33.0 would write for a geometry.
 
 One worker record per worker (pipeline stage) and the scheduler record, in kvproof's record
-format (docs/formats.md), from :func:`kvproof.sim.plan`: the groups with every layer's spec and
+format (docs/formats.md), from :func:`kvproof.sim.startup.plan`: the groups with every layer's spec and
 state evidence, the one backing storage, the ``KVCacheTensor`` placement, every layer's views
 (attention layers as vLLM views them, ``(B, H, N, C)`` in the layer's dtype, split into kernel
 blocks as the backends require; Mamba layers as ``MambaBase.bind_kv_cache`` binds their state
@@ -16,13 +16,16 @@ from typing import Any
 
 import attrs
 
+from ..diagnostics import LOAD_SCHEMA, Diagnostic, InputError
 from ..formulas.dtypes import dtype_size
 from ..models import record as r
 from ..models.codec import ABSENT
 from ..models.geometry import Geometry, Views, present
-from .plan import Plan, WorkerPlan, plan
-from .specs import CircularBufferSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs
-from .views import plan_views
+from .startup.layout import layout_from_name
+from .startup.plan import Plan, WorkerPlan, plan
+from .startup.settings import DEFAULT_MAX_NUM_SEQS
+from .startup.specs import CircularBufferSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs
+from .startup.views import plan_views
 
 __all__ = ["synthesize", "SynthesizedRecords"]
 
@@ -195,16 +198,12 @@ def _mamba_views(spec: MambaSpec, tensor, position: int, num_blocks: int) -> lis
 
 
 def _layout(result: Plan):
-    from .layout import layout_from_name
-
     return layout_from_name(result.layout)
 
 
 def _max_num_seqs(settings) -> int:
     """The engine's ``max_num_seqs``: the geometry's, else EngineArgs' default capped at
     ``max_num_batched_tokens`` (as the scheduler port, ``SchedulerState.from_plan``)."""
-    from .scheduler import DEFAULT_MAX_NUM_SEQS
-
     value = getattr(settings, "max_num_seqs", None)
     return value if value is not None else min(DEFAULT_MAX_NUM_SEQS, settings.max_num_batched_tokens)
 
@@ -235,14 +234,12 @@ ATTENTION_FREE = (
 
 
 def synthesize(geometry: Geometry) -> SynthesizedRecords:
-    """The records of a geometry; raises :class:`kvproof.sim.Refusal` when vLLM would not start,
+    """The records of a geometry; raises :class:`kvproof.sim.PlanRefusal` when vLLM would not start,
     and :class:`~kvproof.diagnostics.InputError` for a geometry whose records kvproof's format
     cannot hold (an attention-free model: :data:`ATTENTION_FREE`), so every record written is one
     ``kvproof check`` accepts."""
     result = plan(geometry)
     if result.max_concurrency is None:
-        from ..diagnostics import LOAD_SCHEMA, Diagnostic, InputError
-
         raise InputError([Diagnostic(LOAD_SCHEMA, "$.layers", ATTENTION_FREE)])
     s = result.settings
     runtime = r.Runtime("vllm", VLLM_VERSION)

@@ -698,7 +698,8 @@ def _symbolic(ev: Evaluator, out: GeometryExploreResult, timeout: float, rlimit:
             return "the probe's plan and its document disagree"
         if not planned.groups:
             return "an attention-free model (no pool)"
-        from ..sim import concurrency, pool
+        from ..formulas import concurrency
+        from ..sim.startup import pool
 
         started, own = [], []
         for worker, m in zip(planned.workers, per_worker):

@@ -149,7 +149,7 @@ def _constants() -> dict[str, Any]:
 def _formula_functions() -> dict[tuple[str, ...], Callable[..., Any]]:
     """``(module, function)`` and ``("sim", module, function)`` for every public function a
     formula module defines itself (not what it imports)."""
-    from ..sim import concurrency, demand, pages
+    from ..formulas import blocks_per_request as demand, concurrency, pages
 
     out: dict[tuple[str, ...], Callable[..., Any]] = {}
     for name, module in zip(FORMULA_MODULES, (demand, pages, concurrency)):

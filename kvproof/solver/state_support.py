@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import z3
 
-from ..sim.state_support import AXES, NUMBERS, REVISIONS, ROWS, Row, in_domain, matches
+from ..sim.startup.state_support import AXES, NUMBERS, REVISIONS, ROWS, Row, in_domain, matches
 
 __all__ = ["TableResult", "RowResult", "prove_table", "Z3View"]
 

@@ -130,7 +130,7 @@ with contextlib.redirect_stdout(sys.stderr):
     from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.worker.utils import customize_attention_spec
 
-#: The default GPU platform the stand-ins answer as (kvproof's DEFAULT_PLATFORM, sim/platform.py).
+#: The default GPU platform the stand-ins answer as (kvproof's DEFAULT_PLATFORM, sim/startup/platform.py).
 SM90 = DeviceCapability(9, 0)
 _cpu_get_attn_backend_cls = CpuPlatform.get_attn_backend_cls.__func__
 

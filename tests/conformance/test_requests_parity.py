@@ -112,13 +112,13 @@ def compare(vllm: dict, kvproof: dict) -> list[dict]:
 
 
 def step_by_step_differences(geometry: dict, kvproof: dict) -> list[dict]:
-    """kvproof's decode runs (``kvproof/sim/decode_runs.py``) against its step-by-step path
-    (``kvproof.sim.scheduler.step_by_step``) on the same geometry: the keys of docs/requests.md must
+    """kvproof's decode runs (``kvproof/sim/requests/decode_runs.py``) against its step-by-step path
+    (``kvproof.sim.requests.scheduler.step_by_step``) on the same geometry: the keys of docs/requests.md must
     be identical, step for step (paths ``$.step_by_step...``)."""
     if kvproof.get("status") == "crashed":
         return []
     from kvproof.sim import simulate_document
-    from kvproof.sim.scheduler import step_by_step
+    from kvproof.sim.requests.scheduler import step_by_step
 
     with step_by_step():
         reference = simulate_document(json.loads(json.dumps(geometry)))

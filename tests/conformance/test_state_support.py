@@ -2,7 +2,7 @@
 
 Every combination of a grid over the 0.33.0 axes (every finite value; the integers at and around
 every bound the table or vLLM compares with) goes through ``VllmConfig.validate_mamba_cached_kernel``
-(``oracle_state_support.py``) and through the table (``kvproof.sim.state_support.decide``): the
+(``oracle_state_support.py``) and through the table (``kvproof.sim.startup.state_support.decide``): the
 verdict, the exact text and the resolved ``use_kda_recoverssm`` must agree, and every 0.33.0 row
 must be met by the grid. The architectures that declare ``SupportsReplaySSM`` in vLLM's source must
 be the table's.
@@ -16,7 +16,7 @@ import json
 import pytest
 from oracle_process import HERE, ROOT, VENV_PYTHON, OracleProcess
 
-from kvproof.sim.state_support import (KDA_ARCHITECTURES, REPLAYSSM_ARCHITECTURES, REVISION_0_33_0, ROWS,
+from kvproof.sim.startup.state_support import (KDA_ARCHITECTURES, REPLAYSSM_ARCHITECTURES, REVISION_0_33_0, ROWS,
                                        architecture_class, decide, refusal_text, speculative_class)
 
 ORACLE = HERE / "oracle_state_support.py"

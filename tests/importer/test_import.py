@@ -119,7 +119,7 @@ def test_plan_gives_the_seed_numbers(capsys) -> None:
 
 def _synthesized(path: Path):
     from kvproof.models.geometry import load_geometry
-    from kvproof.sim import Refusal
+    from kvproof.sim import PlanRefusal
     from kvproof.sim.synth import synthesize
 
     from kvproof.commands.synth import split_ring
@@ -127,7 +127,7 @@ def _synthesized(path: Path):
     geometry = load_geometry(path.read_text(), str(path))
     try:
         records = synthesize(geometry)
-    except Refusal:
+    except PlanRefusal:
         return None
     return None if split_ring(geometry, records) else records  # kvproof synth writes no records for it
 

@@ -22,7 +22,7 @@ from kvproof.models.codec import dumps, unstructure
 from kvproof.models.documents import load_bytes, load_tree
 from kvproof.models.geometry import load_geometry
 from kvproof.rules.check import check
-from kvproof.sim import Refusal
+from kvproof.sim import PlanRefusal
 from kvproof.sim.synth import synthesize
 
 GEOMETRIES = Path(__file__).resolve().parents[1] / "conformance" / "geometries"
@@ -52,7 +52,7 @@ def _imported(geometry: Path):
     loaded = load_geometry(geometry.read_text(), str(geometry))
     try:
         records = synthesize(loaded)
-    except Refusal:
+    except PlanRefusal:
         return None
     if split_ring(loaded, records):
         return None  # kvproof synth writes no records for it

@@ -50,13 +50,13 @@ if IMPL == "vllm":
         return m, mk
 else:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-    from kvproof.sim.kv_manager import (
+    from kvproof.sim.requests.kv_manager import (
         KVCacheManager,
         SchedulerKVCacheConfig,
         SchedulerKVCacheGroup,
     )
-    from kvproof.sim.request import RequestStatus
-    from kvproof.sim.specs import (
+    from kvproof.sim.requests.request import RequestStatus
+    from kvproof.sim.startup.specs import (
         ChunkedLocalAttentionSpec,
         FullAttentionSpec,
         SlidingWindowSpec,

@@ -1,5 +1,5 @@
-"""Decode runs (``kvproof/sim/decode_runs.py``, ``docs/requests.md`` "Decode runs") against the
-step-by-step path (``kvproof.sim.scheduler.step_by_step``: every step scheduled alone, every
+"""Decode runs (``kvproof/sim/requests/decode_runs.py``, ``docs/requests.md`` "Decode runs") against the
+step-by-step path (``kvproof.sim.requests.scheduler.step_by_step``: every step scheduled alone, every
 ``allocate_slots`` call made, as vLLM does).
 
 * the two paths give the same ``simulation`` / ``workload`` outputs, step for step, on every request
@@ -26,19 +26,19 @@ from hypothesis import HealthCheck, given, settings
 from kvproof.fuzz.strategies import geometries_with_requests
 from kvproof.models.geometry import load_geometry
 from kvproof.sim import plan, simulate_document
-from kvproof.sim import scheduler as scheduler_module
-from kvproof.sim.decode_runs import DecodeRuns
-from kvproof.sim.kv_manager import HybridKVCacheCoordinator, KVCacheCoordinator, KVCacheManager
-from kvproof.sim.block_pool import BlockPool
-from kvproof.sim.managers import (
+from kvproof.sim.requests import scheduler as scheduler_module
+from kvproof.sim.requests.decode_runs import DecodeRuns
+from kvproof.sim.requests.kv_manager import HybridKVCacheCoordinator, KVCacheCoordinator, KVCacheManager
+from kvproof.sim.requests.block_pool import BlockPool
+from kvproof.sim.requests.managers import (
     ChunkedLocalAttentionManager,
     FullAttentionManager,
     SlidingWindowManager,
 )
-from kvproof.sim.specs import ChunkedLocalAttentionSpec, SlidingWindowSpec
-from kvproof.sim.mamba_manager import MambaManager
-from kvproof.sim.request import RequestStatus
-from kvproof.sim.scheduler import simulate_workload, step_by_step
+from kvproof.sim.startup.specs import ChunkedLocalAttentionSpec, SlidingWindowSpec
+from kvproof.sim.requests.mamba_manager import MambaManager
+from kvproof.sim.requests.request import RequestStatus
+from kvproof.sim.requests.scheduler import simulate_workload, step_by_step
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = sorted(p for p in (ROOT / "tests" / "conformance" / "requests").glob("*.json")

@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from kvproof.sim import simulate_document
-from kvproof.sim.platform import DEFAULT_PLATFORM, select_default_backend
-from kvproof.sim.refusals import VllmValueError
+from kvproof.sim.startup.platform import DEFAULT_PLATFORM, select_default_backend
+from kvproof.sim.startup.refusals import VllmValueError
 
 #: The issue's hybrid: Mamba2 layers with a few full-attention layers, 64k context, 2 GiB.
 HYBRID_64K = {

@@ -1,4 +1,4 @@
-"""kvproof/sim/mamba_manager.py against vLLM 0.33.0's own MambaManager.
+"""kvproof/sim/requests/mamba_manager.py against vLLM 0.33.0's own MambaManager.
 
 How the expected numbers were obtained (no number below was computed by kvproof or by hand):
 
@@ -30,15 +30,15 @@ import vllm_mamba_probe_driver as driver
 from sim_helpers import load_example
 
 from kvproof.models.geometry import load_geometry
-from kvproof.sim.block_pool import BlockPool
-from kvproof.sim.mamba_manager import (
+from kvproof.sim.requests.block_pool import BlockPool
+from kvproof.sim.requests.mamba_manager import (
     MambaManager,
     get_mamba_prefill_checkpoint_position,
     is_mamba_prefill_checkpoint_valid,
 )
-from kvproof.sim.managers import get_manager_class, get_manager_for_kv_cache_spec
-from kvproof.sim.plan import plan
-from kvproof.sim.specs import MambaSpec
+from kvproof.sim.requests.manager_registry import get_manager_class, get_manager_for_kv_cache_spec
+from kvproof.sim.startup.plan import plan
+from kvproof.sim.startup.specs import MambaSpec
 
 TRACES = json.loads((Path(__file__).resolve().parent / "vllm_mamba_probe_traces.json").read_text())["traces"]
 SCENARIOS = {sc.name: sc for sc in driver.scenarios()}

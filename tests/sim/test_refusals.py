@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvproof.models.geometry import load_geometry
-from kvproof.sim import Refusal, plan, simulate_document
+from kvproof.sim import PlanRefusal, plan, simulate_document
 
 from sim_helpers import full_attention, geometry, load_example
 
@@ -17,7 +17,7 @@ def refusal(doc: dict) -> dict:
 
 
 def test_refusal_is_an_exception_with_vllm_text() -> None:
-    with pytest.raises(Refusal) as info:
+    with pytest.raises(PlanRefusal) as info:
         plan(load_geometry(load_example("refusal-not-enough-memory.json")))
     assert info.value.message.startswith("To serve at least one request with the model's max seq len (8192), (1.0 GiB")
     assert info.value.kind == "ValueError"

@@ -19,8 +19,8 @@ import pytest
 
 from kvproof.diagnostics import InputError
 from kvproof.models.geometry import load_geometry
-from kvproof.sim import Refusal, plan
-from kvproof.sim.replay_ring import ring_length, ring_shapes
+from kvproof.sim import PlanRefusal, plan
+from kvproof.sim.startup.replay_ring import ring_length, ring_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDENS = ROOT / "tests" / "conformance" / "geometries"
@@ -78,7 +78,7 @@ def test_ring_formulas():
 def test_unsupported_combination_refused_with_vllms_text(golden):
     expected = json.loads((GOLDENS / f"{golden}.expected.json").read_text())["error"]
     assert expected["stage"] == "config"  # vLLM raised in VllmConfig validation, before planning
-    with pytest.raises(Refusal) as info:
+    with pytest.raises(PlanRefusal) as info:
         plan(load_geometry(_geometry(golden)))
     assert (info.value.message, info.value.kind) == (expected["message"], expected["type"])
 

@@ -1,4 +1,4 @@
-"""The KV cache manager port (``kvproof.sim.block_pool`` / ``managers`` / ``kv_manager`` /
+"""The KV cache manager port (``kvproof.sim.requests.block_pool`` / ``managers`` / ``kv_manager`` /
 ``request`` / ``request_trace``) against numbers vLLM 0.33.0 itself produced.
 
 Sources of the expected numbers:
@@ -22,23 +22,23 @@ import attrs
 import pytest
 
 from kvproof.models.geometry import load_geometry
-from kvproof.sim.block_pool import BlockPool, KVCacheBlock
-from kvproof.sim.kv_manager import (
+from kvproof.sim.requests.block_pool import BlockPool, KVCacheBlock
+from kvproof.sim.requests.kv_manager import (
     KVCacheManager,
     SchedulerKVCacheConfig,
     SchedulerKVCacheGroup,
 )
-from kvproof.sim.managers import (
+from kvproof.sim.requests.managers import (
     CircularBufferManager,
     FullAttentionManager,
     SingleTypeKVCacheManager,
     SlidingWindowManager,
-    get_manager_for_kv_cache_spec,
 )
-from kvproof.sim.plan import plan
-from kvproof.sim.request import Request, RequestStatus, get_request_block_hasher
-from kvproof.sim.request_trace import simulate_request, single_request_token_ids
-from kvproof.sim.specs import FullAttentionSpec, SlidingWindowSpec
+from kvproof.sim.requests.manager_registry import get_manager_for_kv_cache_spec
+from kvproof.sim.startup.plan import plan
+from kvproof.sim.requests.request import Request, RequestStatus, get_request_block_hasher
+from kvproof.sim.requests.request_trace import simulate_request, single_request_token_ids
+from kvproof.sim.startup.specs import FullAttentionSpec, SlidingWindowSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The scheduler port (``kvproof/sim/scheduler.py``) on hand-checkable workloads.
+"""The scheduler port (``kvproof/sim/requests/scheduler.py``) on hand-checkable workloads.
 
 Two back ends: a small local full-attention manager (``FakeManager``, vLLM's accounting for one
 full-attention group: ``cdiv(tokens, block_size)`` blocks, whole-block hits capped at
@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvproof.sim.scheduler import (
+from kvproof.sim.requests.scheduler import (
     RequestStatus,
     SchedulerConfig,
     output_token_id,
@@ -372,7 +372,7 @@ def test_attrs_workload_request():
 # The real manager port
 # ---------------------------------------------------------------------------------------------
 
-HAVE_PORT = importlib.util.find_spec("kvproof.sim.kv_manager") is not None
+HAVE_PORT = importlib.util.find_spec("kvproof.sim.requests.kv_manager") is not None
 ABSENT_ = object()
 
 needs_port = pytest.mark.skipif(not HAVE_PORT, reason="the KV cache manager port is not there yet")

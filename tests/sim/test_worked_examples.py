@@ -8,7 +8,7 @@ import pytest
 
 from kvproof.models.geometry import load_geometry
 from kvproof.sim import plan, simulate_document
-from kvproof.sim.grouping import approximate_gcd
+from kvproof.sim.startup.grouping import approximate_gcd
 
 from sim_helpers import full_attention, geometry
 

@@ -1,4 +1,4 @@
-"""An implementation-neutral driver for one Mamba KV cache group (tests of kvproof/sim/mamba_manager.py).
+"""An implementation-neutral driver for one Mamba KV cache group (tests of kvproof/sim/requests/mamba_manager.py).
 
 The same code drives vLLM 0.33.0's own ``BlockPool`` + ``MambaManager`` (``vllm_mamba_probe.py``, run
 with ``.venv-vllm/bin/python``) and kvproof's port (``test_mamba_manager.py``); both runs produce a JSON

@@ -1,4 +1,4 @@
-"""The state support table (kvproof/sim/state_support.py), its z3 proofs and the SS rules that
+"""The state support table (kvproof/sim/startup/state_support.py), its z3 proofs and the SS rules that
 report it: the rules refuse exactly the table's refused rows, with the row's text and path."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kvproof.models.documents import load_bytes
 from kvproof.rules.check import check
 from kvproof.rules.registry import get_rule
 from kvproof.rules.state_support import RecordView
-from kvproof.sim import state_support as table
+from kvproof.sim.startup import state_support as table
 from kvproof.solver import state_support as proofs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...logic import And, Implies, ValueOf
 from ...models.codec import ABSENT
-from ...sim import demand
+from ...formulas import blocks_per_request as demand
 from . import claim
 
 

@@ -5,7 +5,7 @@ must not depend on pytest, which rewrites the asserts of every module of a distr
 ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
 
 Paths are relative to the ``vllm/`` package; line numbers are those of 0.33.0. A subclass of
-:class:`kvproof.sim.managers.SingleTypeKVCacheManager` (the port of vLLM's base class, 49-736), with
+:class:`kvproof.sim.requests.managers.SingleTypeKVCacheManager` (the port of vLLM's base class, 49-736), with
 vLLM's attribute and method names, so the coordinators in ``kv_manager.py`` call it exactly as vLLM's
 coordinators call vLLM's manager.
 
@@ -67,7 +67,7 @@ from .block_pool import (
     resolve_block_hashes,
 )
 from .managers import SingleTypeKVCacheManager, cdiv
-from .specs import KVCacheSpec, MambaSpec
+from ..startup.specs import KVCacheSpec, MambaSpec
 
 __all__ = [
     "MambaManager",

@@ -38,14 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .block_pool import BlockHash, BlockPool, KVCacheBlock, trim_null_head
-from .managers import (
-    CrossAttentionManager,
-    SingleTypeKVCacheManager,
-    cdiv,
-    get_manager_for_kv_cache_spec,
-)
+from .manager_registry import get_manager_for_kv_cache_spec
+from .managers import CrossAttentionManager, SingleTypeKVCacheManager, cdiv
 from .request import Request, RequestStatus, get_request_block_hasher
-from .specs import (
+from ..startup.specs import (
     AttentionSpec,
     FullAttentionSpec,
     KVCacheSpec,
@@ -868,7 +864,7 @@ class KVCacheManager:
     def from_plan(cls, plan: Any, *, watermark: float = 0.0,
                   enable_mamba_shared_prefix_checkpoint: bool = False) -> KVCacheManager:
         """The manager ``Scheduler.__init__`` builds (``v1/core/sched/scheduler.py:345-365``) for a
-        :class:`kvproof.sim.plan.Plan`: the scheduler's KV cache config (uniform-type groups replaced
+        :class:`kvproof.sim.startup.plan.Plan`: the scheduler's KV cache config (uniform-type groups replaced
         by their first layer spec, ``kv_cache_utils.py:1096-1117``) with ``plan.num_blocks``;
         ``max_model_len``; ``max_in_flight_tokens = VllmConfig.max_in_flight_tokens``;
         ``enable_caching = enable_prefix_caching``; ``use_eagle = use_eagle_block_drop``, cleared by
@@ -910,7 +906,7 @@ class KVCacheManager:
         )
 
     def make_request(self, request_id: str, prompt_token_ids: Sequence[int], max_tokens: int = 1) -> Request:
-        """A :class:`kvproof.sim.request.Request` hashed the way this cache needs."""
+        """A :class:`kvproof.sim.requests.request.Request` hashed the way this cache needs."""
         return Request(request_id=request_id, prompt_token_ids=prompt_token_ids, max_tokens=max_tokens,
                        block_hasher=self.block_hasher)
 

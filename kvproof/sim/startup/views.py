@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from ..formulas.dtypes import dtype_size
-from ..formulas.kernel_blocks import bind_split_rows, kernel_block_id, kernel_blocks_per_block
-from ..models.geometry import Geometry, MultipleOf, present
+from ...formulas.dtypes import dtype_size
+from ...formulas.kernel_blocks import bind_split_rows, kernel_block_id, kernel_blocks_per_block
+from ...models.geometry import Geometry, MultipleOf, present
 from .grouping import KVCacheGroupSpec, per_layer_spec
 from .layout import KVCacheLayout, compute_layout_strides
 from .pool import get_kv_cache_config_from_groups, layer_shape_bytes
@@ -124,7 +124,7 @@ def _backend_for(layer: str, backends: list[Backend], matches: list[str]) -> Bac
 
 
 def plan_views(geometry: Geometry, plan_result, layout: KVCacheLayout) -> list[ViewPlan]:
-    """Worker 0's views for ``geometry.views``; a vLLM refusal raises :class:`Refusal`."""
+    """Worker 0's views for ``geometry.views``; a vLLM refusal raises :class:`PlanRefusal`."""
     try:
         return _plan_views(geometry, plan_result, layout)
     except (VllmError, ZeroDivisionError) as exc:

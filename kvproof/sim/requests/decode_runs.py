@@ -39,16 +39,18 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...diagnostics import KvproofError
 from .request import Request, RequestStatus
+from .scheduler_output import SchedulerOutput, WaitingPass
 
 __all__ = ["DecodeRunError", "DecodeRuns"]
 
 _RUNNING = RequestStatus.RUNNING
 
 
-class DecodeRunError(Exception):
+class DecodeRunError(KvproofError):
     """A decode run found the scheduler in a state its conditions exclude: a kvproof bug (never one of
-    the exceptions vLLM raises while serving)."""
+    the exceptions vLLM raises while serving, so ``simulate`` does not report it as vLLM's)."""
 
 
 class _Lane:
@@ -71,7 +73,7 @@ class _Lane:
 
 
 class DecodeRuns:
-    """Decode runs of one ``Scheduler`` (``kvproof.sim.scheduler``) in ``simulate_workload``.
+    """Decode runs of one ``Scheduler`` (``kvproof.sim.requests.scheduler``) in ``simulate_workload``.
 
     ``output_tokens(request_id, first, count)``: the model's output token ids ``first .. first +
     count - 1`` of a request, a sequence (``docs/requests.md``: one token per step, fixed ids).
@@ -342,8 +344,6 @@ class DecodeRuns:
 
     def _waiting_pass(self, num_running: int) -> Any:
         """The WAITING loop's view of a step whose ``num_running`` RUNNING requests took one token each."""
-        from .scheduler import WaitingPass
-
         s = self.scheduler
         draft_slots = s.scheduler_config.draft_slots
         return WaitingPass(
@@ -357,8 +357,6 @@ class DecodeRuns:
     @staticmethod
     def _output(num_scheduled_tokens: dict[str, int], spec_decode_tokens: dict[str, list[int]] | None = None) -> Any:
         """A ``SchedulerOutput`` of these scheduled requests alone (nothing preempted)."""
-        from .scheduler import SchedulerOutput
-
         return SchedulerOutput(
             num_scheduled_tokens=num_scheduled_tokens, total_num_scheduled_tokens=sum(num_scheduled_tokens.values()),
             scheduled_new_reqs=[], scheduled_resumed_reqs=[], scheduled_running_reqs=[],

@@ -13,9 +13,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..formulas.kernel_blocks import allocation_split_rows, kernel_blocks_per_block
-from ..formulas.pages import layer_block_stride
-from ..formulas.pool import bytes_per_block_block_outermost, bytes_per_block_layer_outermost, num_blocks_for_memory, \
+from ...formulas.kernel_blocks import allocation_split_rows, kernel_blocks_per_block
+from ...formulas.pages import layer_block_stride
+from ...formulas.pool import bytes_per_block_block_outermost, bytes_per_block_layer_outermost, num_blocks_for_memory, \
     tensor_size
 from .grouping import KVCacheGroupSpec, per_layer_spec
 from .layout import DIM_B, DIM_L, KVCacheLayout, compute_layout_strides

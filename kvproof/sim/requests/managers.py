@@ -16,10 +16,10 @@ Paths are relative to the ``vllm/`` package; line numbers are those of 0.33.0.
 | ``ChunkedLocalAttentionManager`` | 1276-1425 |
 | ``CrossAttentionManager`` | 2138-2196 |
 | ``SinkFullAttentionManager`` | 2199-2220 |
-| ``get_manager_for_kv_cache_spec`` + registry | 2600-2730, ``v1/kv_cache_spec_registry.py:114-137`` |
 
-``MambaManager`` (1428-2135) lives in ``kvproof/sim/mamba_manager.py`` (a subclass of this base) and is
-imported lazily by ``get_manager_for_kv_cache_spec``.
+``MambaManager`` (1428-2135) lives in ``kvproof/sim/requests/mamba_manager.py`` (a subclass of this base);
+``get_manager_for_kv_cache_spec`` and the registry (2600-2730) in ``manager_registry.py``, which imports
+both, so neither imports the other's module back.
 
 Not ported (and why): the HiSparse managers (2223-2598: host pools are not modelled; their group
 roles never occur in a kvproof plan, so ``role`` is ignored); KV-connector hooks are kept only where
@@ -45,7 +45,7 @@ from .block_pool import (
     resolve_block_hashes,
     trim_null_head,
 )
-from .specs import (
+from ..startup.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
     CircularBufferSpec,
@@ -55,7 +55,6 @@ from .specs import (
     RSWASpec,
     SinkFullAttentionSpec,
     SlidingWindowSpec,
-    manager_class_name,
 )
 
 
@@ -919,43 +918,3 @@ class SinkFullAttentionManager(FullAttentionManager):
         assert sink_len is not None and sink_len > 0 and sink_len % self.block_size == 0
 
     supports_decode_runs: ClassVar[bool] = False  # kvproof: never planned (see the class docstring)
-
-
-_MANAGER_CLASSES: dict[str, type[SingleTypeKVCacheManager]] = {
-    cls.__name__: cls
-    for cls in (
-        FullAttentionManager, RSWAManager, SlidingWindowManager, CircularBufferManager,
-        ChunkedLocalAttentionManager, CrossAttentionManager, SinkFullAttentionManager,
-    )
-}
-
-
-def get_manager_class(kv_cache_spec: KVCacheSpec) -> type[SingleTypeKVCacheManager]:
-    """``KVCacheSpecRegistry.get_manager_class`` (``v1/kv_cache_spec_registry.py:114-137``): the
-    registry of ``register_all_kvcache_specs`` (2656-2730), walked along the spec's MRO (the table
-    lives in ``specs._REGISTRY``). ``MambaManager`` comes from ``kvproof/sim/mamba_manager.py``."""
-    name = manager_class_name(kv_cache_spec)
-    assert name is not None, f"No manager registered for KVCacheSpec {type(kv_cache_spec)}"
-    if name == "MambaManager":
-        from .mamba_manager import MambaManager
-
-        return MambaManager
-    return _MANAGER_CLASSES[name]
-
-
-def get_manager_for_kv_cache_spec(
-    kv_cache_spec: KVCacheSpec,
-    max_in_flight_tokens: int,
-    max_model_len: int,
-    role: str | None = None,
-    **kwargs,
-) -> SingleTypeKVCacheManager:
-    """``get_manager_for_kv_cache_spec`` (2600-2653): SWA and chunked-local managers get the
-    recycling-aware admission cap ``spec.max_admission_blocks_per_request(max_in_flight_tokens,
-    max_model_len)``. Group roles only select HiSparse managers (not modelled): ``role`` is ignored."""
-    manager_class = get_manager_class(kv_cache_spec)
-    if isinstance(kv_cache_spec, (SlidingWindowSpec, ChunkedLocalAttentionSpec)):
-        kwargs["max_admission_blocks_per_request"] = kv_cache_spec.max_admission_blocks_per_request(
-            max_in_flight_tokens, max_model_len
-        )
-    return manager_class(kv_cache_spec, **kwargs)

@@ -23,10 +23,10 @@ from typing import Any
 
 import attrs
 
-from ..formulas import blocks_per_request, pages
-from ..formulas.dtypes import dtype_size
-from ..logic import cdiv, round_up
-from ..models.geometry import MultipleOf
+from ...formulas import blocks_per_request, pages
+from ...formulas.dtypes import dtype_size
+from ...logic import cdiv, round_up
+from ...models.geometry import MultipleOf
 from .refusals import VllmAssertionError, VllmTypeError, VllmValueError, nonzero
 
 __all__ = [

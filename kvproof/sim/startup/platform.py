@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ..logic import cdiv
-from ..formulas.dtypes import dtype_size
-from ..models.geometry import ExpandedLayer, MultipleOf, PlatformAlignment, canonical_dtype, present
+from ...logic import cdiv
+from ...formulas.dtypes import dtype_size
+from ...models.geometry import ExpandedLayer, MultipleOf, PlatformAlignment, canonical_dtype, present
 from .refusals import VllmAssertionError, VllmValueError
 from .specs import FullAttentionSpec, MLAAttentionSpec
 

@@ -12,8 +12,9 @@ from enum import Enum
 from math import prod
 from typing import Iterable, Sequence
 
-from ..models.geometry import LAYOUT_ALIASES
+from ...models.geometry import LAYOUT_ALIASES
 from .refusals import VllmAssertionError, VllmValueError
+from .specs import AttentionSpec
 
 __all__ = [
     "KVCacheLayout", "DEFAULT_LAYOUT_PREFERENCE", "layout_from_name", "get_supported_kv_cache_layouts",
@@ -106,8 +107,6 @@ def resolve_kv_cache_layout(
     the worker's list of supported layouts, most preferred first; ``specs`` every layer spec.
     ``VLLM_KV_CACHE_LAYOUT`` and KV connectors are not modelled (a forced layout stands for them).
     """
-    from .specs import AttentionSpec  # local: specs imports nothing from here
-
     if forced is not None:
         return layout_from_name(forced)
     candidates = [layout_from_name(name) for name in supported_names]

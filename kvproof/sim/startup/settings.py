@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ..models.geometry import (
+from ...models.geometry import (
     ABSENT,
     KV_QUANT_MODES,
     ExpandedLayer,
@@ -26,14 +26,21 @@ from ..models.geometry import (
     present,
     replay_ring_layer,
 )
-from .demand import max_in_flight_tokens
+from ...formulas.blocks_per_request import max_in_flight_tokens
 from .refusals import VllmValueError
 from .replay_ring import ring_dtypes, ring_length, ring_shapes
 from .state_support import DEFAULT_REVISION, REFUSALS, architecture_class, decide, refusal_text, speculative_class
 from .specs import SPEC_TYPES, KVCacheSpec, MambaSpec
 
-__all__ = ["EngineSettings", "ReplayRingSettings", "resolve_settings", "build_layer_spec", "mamba_state",
+__all__ = ["DEFAULT_MAX_NUM_SEQS", "EngineSettings", "ReplayRingSettings", "resolve_settings", "build_layer_spec", "mamba_state",
            "state_support_settings", "EAGLE_METHODS", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
+
+#: ``max_num_seqs`` when the geometry leaves it out: EngineArgs' default that goes with the
+#: ``max_num_batched_tokens`` default (8192) of this module, the ``LLM_CLASS`` usage
+#: context on a GPU below the H100 tier (``engine/arg_utils.py:2998-3006``), then ``min(max_num_seqs,
+#: max_num_batched_tokens)`` (``arg_utils.py:3232-3234``); the planning oracle uses the same 256.
+DEFAULT_MAX_NUM_SEQS = 256
+
 
 #: ``SpeculativeConfig.use_eagle()`` (config/speculative.py:2116-2120) after MTP names are
 #: normalised to "mtp".
@@ -53,7 +60,7 @@ def _method(name: str) -> str:
 
 @attrs.frozen
 class ReplayRingSettings:
-    """What ``append_replayssm_ring`` reads (kvproof/sim/replay_ring.py): the model's ``n_groups``,
+    """What ``append_replayssm_ring`` reads (kvproof/sim/startup/replay_ring.py): the model's ``n_groups``,
     the tensor-parallel size, the ring length and the activation (model) dtype."""
 
     n_groups: int
@@ -249,7 +256,7 @@ def resolve_settings(geometry: Geometry, layers: list[ExpandedLayer] | None = No
 
 def state_support_settings(geometry: Geometry, backend, mamba_cache_mode: str, num_spec: int, method: str | None,
                            v2_runner: bool, pp: int) -> dict[str, Any]:
-    """The support table's axes of a geometry (kvproof/sim/state_support.py; the defaults are vLLM's:
+    """The support table's axes of a geometry (kvproof/sim/startup/state_support.py; the defaults are vLLM's:
     backend triton, config/mamba.py:40; buffer 16, config/cache.py:318)."""
     return {
         "revision": backend.vllm_revision if present(backend.vllm_revision) else DEFAULT_REVISION,
@@ -314,7 +321,7 @@ def build_layer_spec(layer: ExpandedLayer, settings: EngineSettings) -> KVCacheS
 def mamba_state(layer: ExpandedLayer, settings: EngineSettings) -> tuple[tuple, tuple]:
     """A Mamba layer's state shapes and dtypes as its ``get_state_shape``/``get_state_dtype`` report
     them: the geometry's, with ReplaySSM's x, dt and B rings appended to a Mamba2 layer
-    (kvproof/sim/replay_ring.py)."""
+    (kvproof/sim/startup/replay_ring.py)."""
     entry = layer.entry
     shapes = tuple(tuple(shape) for shape in entry.shapes)
     dtypes = tuple(canonical_dtype(d) for d in entry.dtypes)

@@ -15,8 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from ..formulas.dtypes import dtype_size
-from ..logic import cdiv
+from ...formulas.dtypes import dtype_size
+from ...logic import cdiv
 from .layout import KVCacheLayout
 from .refusals import VllmAssertionError, VllmNotImplementedError, VllmValueError
 from .specs import (

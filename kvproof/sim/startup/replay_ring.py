@@ -17,7 +17,7 @@ The ring length is written with :mod:`kvproof.logic` so the ST rules (a profile'
 
 from __future__ import annotations
 
-from ..logic import If
+from ...logic import If
 
 __all__ = ["ring_length", "extra_groups_for_head_shards", "ring_shapes", "ring_dtypes"]
 

@@ -5,21 +5,21 @@ The port raises vLLM's own exception classes through thin subclasses
 AssertionError`` in ``is_kv_cache_spec_uniform``, ``except (AssertionError, ValueError)`` in the
 bucket merge, ``except NotImplementedError`` around page unification) runs unchanged, while a
 genuine bug of kvproof (a plain ``TypeError``) is never mistaken for a refusal.  :func:`plan`
-turns an escaping one into :class:`Refusal`, which carries vLLM's exact text.
+turns an escaping one into :class:`PlanRefusal`, which carries vLLM's exact text.
 """
 
 from __future__ import annotations
 
-from ..diagnostics import KvproofError
+from ...diagnostics import KvproofError
 
 __all__ = [
-    "Refusal", "VllmError", "VllmAssertionError", "VllmValueError", "VllmNotImplementedError",
+    "PlanRefusal", "VllmError", "VllmAssertionError", "VllmValueError", "VllmNotImplementedError",
     "VllmTypeError", "VllmStopIteration", "as_refusal", "nonzero", "ZERO_DIVISION", "format_gib", "memory_check_message", "no_memory_message",
     "AUTO_FIT_MESSAGE",
 ]
 
 
-class Refusal(KvproofError):
+class PlanRefusal(KvproofError):
     """vLLM 0.33.0 would refuse to start: ``message`` is its exact text, ``kind`` the Python
     exception class vLLM raises (``ValueError``, ``AssertionError`` ...), ``source`` the vLLM
     file:line that raises it."""
@@ -31,11 +31,12 @@ class Refusal(KvproofError):
         self.source = source
 
     def __repr__(self) -> str:
-        return f"Refusal({self.message!r}, kind={self.kind!r})"
+        return f"PlanRefusal({self.message!r}, kind={self.kind!r})"
 
 
-class VllmError(Exception):
-    """Marker of an exception raised where vLLM raises one."""
+class VllmError(KvproofError):
+    """Marker of an exception raised where vLLM raises one (its subclasses add vLLM's own class as
+    a second base, so vLLM's ``except`` clauses catch them)."""
 
     kind = "Exception"
     source: str | None = None
@@ -67,10 +68,10 @@ class VllmStopIteration(VllmError):
     kind = "StopIteration"
 
 
-def as_refusal(exc: BaseException) -> Refusal:
+def as_refusal(exc: BaseException) -> PlanRefusal:
     if isinstance(exc, VllmError):
-        return Refusal(str(exc), exc.kind, exc.source)
-    return Refusal(str(exc), type(exc).__name__)
+        return PlanRefusal(str(exc), exc.kind, exc.source)
+    return PlanRefusal(str(exc), type(exc).__name__)
 
 
 ZERO_DIVISION = "integer division or modulo by zero"

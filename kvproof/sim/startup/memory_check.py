@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..formulas.pool import memory_needed_bytes
+from ...formulas.pool import memory_needed_bytes
 from .grouping import KVCacheGroupSpec
 from .refusals import AUTO_FIT_MESSAGE, VllmValueError, memory_check_message, no_memory_message
 from .specs import SpecContext

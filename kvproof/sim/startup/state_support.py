@@ -21,11 +21,11 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
-from ..logic import And, Not, Or
+from ...logic import And, Not, Or
 
 __all__ = [
     "REVISION_0_33_0", "REVISION_PR_55688", "REVISIONS", "DEFAULT_REVISION", "KDA_ARCHITECTURES",
-    "REPLAYSSM_ARCHITECTURES", "NATIVE_MTP_METHODS", "EAGLE_METHODS", "AXES", "Refusal", "REFUSALS",
+    "REPLAYSSM_ARCHITECTURES", "NATIVE_MTP_METHODS", "EAGLE_METHODS", "AXES", "RefusalText", "REFUSALS",
     "Row", "ROWS", "ATOMS", "matches", "in_domain", "decide", "state_backend", "DictView", "rows_of",
     "VALIDATOR", "NUMBERS", "architecture_class", "speculative_class", "refusal_text", "refusal_names",
     "markdown_rows",
@@ -115,7 +115,7 @@ def in_domain(v: Any) -> Any:
 
 
 @attrs.frozen
-class Refusal:
+class RefusalText:
     """One refusal text: the rule that reports it, the field that decides it, its source."""
 
     rule: str
@@ -128,40 +128,40 @@ class Refusal:
 
 _SEED = "seed 004 (vLLM PR #55688 at d9cd1fd1, 'Support boundaries'; the seed gives no text)"
 
-REFUSALS: dict[str, Refusal] = {r.rule: r for r in (
-    Refusal("SS005", "--use-replayssm is not supported for architecture {architecture}", "architecture",
+REFUSALS: dict[str, RefusalText] = {r.rule: r for r in (
+    RefusalText("SS005", "--use-replayssm is not supported for architecture {architecture}", "architecture",
             "vllm/config/vllm.py:3475-3479"),
-    Refusal("SS006", "FlashInfer ReplaySSM requires --replayssm-buffer-len <= 16", "replayssm_buffer_len",
+    RefusalText("SS006", "FlashInfer ReplaySSM requires --replayssm-buffer-len <= 16", "replayssm_buffer_len",
             "vllm/config/vllm.py:3480-3486"),
-    Refusal("SS007", "RecoverSSM supports bfloat16/float32 SSM state caches, not --enable-mamba-cache-stochastic-"
+    RefusalText("SS007", "RecoverSSM supports bfloat16/float32 SSM state caches, not --enable-mamba-cache-stochastic-"
             "rounding, which requires an explicit float16 cache", "mamba_stochastic_rounding",
             "vllm/config/vllm.py:3488-3493"),
-    Refusal("SS008", "RecoverSSM with prefix caching requires VLLM_USE_V2_MODEL_RUNNER=1", "use_v2_model_runner",
+    RefusalText("SS008", "RecoverSSM with prefix caching requires VLLM_USE_V2_MODEL_RUNNER=1", "use_v2_model_runner",
             "vllm/config/vllm.py:3494-3500"),
-    Refusal("SS009", "KDA RecoverSSM does not support mamba_cache_mode 'all' "
+    RefusalText("SS009", "KDA RecoverSSM does not support mamba_cache_mode 'all' "
             "(kvproof text: " + _SEED + ": RecoverSSM supports none on V1 and none/align on V2)", "mamba_cache_mode",
             _SEED, vllm_text=False),
-    Refusal("SS010", "RecoverSSM currently requires pipeline_parallel_size=1", "pipeline_parallel_size",
+    RefusalText("SS010", "RecoverSSM currently requires pipeline_parallel_size=1", "pipeline_parallel_size",
             "vllm/config/vllm.py:3501-3504"),
-    Refusal("SS011", "RecoverSSM requires --mamba-backend triton", "mamba_backend", "vllm/config/vllm.py:3505-3506"),
-    Refusal("SS012", "FlashInfer ReplaySSM speculative decoding does not support prefix caching; "
+    RefusalText("SS011", "RecoverSSM requires --mamba-backend triton", "mamba_backend", "vllm/config/vllm.py:3505-3506"),
+    RefusalText("SS012", "FlashInfer ReplaySSM speculative decoding does not support prefix caching; "
             "use --disable-prefix-caching", "mamba_cache_mode", "vllm/config/vllm.py:3507-3512"),
-    Refusal("SS013", "FlashInfer ReplaySSM prefix caching with speculative decoding is supported for native MTP only "
+    RefusalText("SS013", "FlashInfer ReplaySSM prefix caching with speculative decoding is supported for native MTP only "
             "(kvproof text: " + _SEED + ")", "speculative_method", _SEED, vllm_text=False),
-    Refusal("SS014", "FlashInfer ReplaySSM speculative decoding requires --replayssm-buffer-len >= "
+    RefusalText("SS014", "FlashInfer ReplaySSM speculative decoding requires --replayssm-buffer-len >= "
             "1 + num_speculative_tokens ({query_len}); got {buffer_len}", "replayssm_buffer_len",
             "vllm/config/vllm.py:3513-3520"),
-    Refusal("SS015", "Mamba2 ReplaySSM speculative decoding requires --mamba-backend flashinfer", "mamba_backend",
+    RefusalText("SS015", "Mamba2 ReplaySSM speculative decoding requires --mamba-backend flashinfer", "mamba_backend",
             "vllm/config/vllm.py:3521-3525"),
-    Refusal("SS016", "FlashInfer ReplaySSM does not support prefix caching yet; use --disable-prefix-caching",
+    RefusalText("SS016", "FlashInfer ReplaySSM does not support prefix caching yet; use --disable-prefix-caching",
             "mamba_cache_mode", "vllm/config/vllm.py:3526-3531"),
-    Refusal("SS017", "--use-replayssm requires --mamba-backend triton or flashinfer", "mamba_backend",
+    RefusalText("SS017", "--use-replayssm requires --mamba-backend triton or flashinfer", "mamba_backend",
             "vllm/config/vllm.py:3532-3535"),
-    Refusal("SS018", "Triton ReplaySSM does not support mamba_cache_mode 'all' (kvproof text: " + _SEED + ")",
+    RefusalText("SS018", "Triton ReplaySSM does not support mamba_cache_mode 'all' (kvproof text: " + _SEED + ")",
             "mamba_cache_mode", _SEED, vllm_text=False),
-    Refusal("SS019", "Triton ReplaySSM requires Model Runner V1; use --mamba-backend flashinfer or Model Runner V1",
+    RefusalText("SS019", "Triton ReplaySSM requires Model Runner V1; use --mamba-backend flashinfer or Model Runner V1",
             "use_v2_model_runner", "vllm/config/vllm.py:3536-3540"),
-    Refusal("SS020", "--use-replayssm is incompatible with KV connectors (P/D disaggregation, KV cache offload)",
+    RefusalText("SS020", "--use-replayssm is incompatible with KV connectors (P/D disaggregation, KV cache offload)",
             "is_kv_transfer_instance", "vllm/config/vllm.py:3541-3552"),
 )}
 

@@ -6,7 +6,7 @@ ships a pytest plugin (kvproof does: ``kvproof.pytest_plugin``).
 
 Paths are relative to the ``vllm/`` package (``/work/vllm033/src/vllm``). The port keeps vLLM's names
 (``Scheduler``, ``schedule``, ``update_from_output``, ``running``, ``waiting``, ``_preempt_request``,
-...) and drives the KV cache manager port (``kvproof.sim.kv_manager.KVCacheManager``) through vLLM's
+...) and drives the KV cache manager port (``kvproof.sim.requests.kv_manager.KVCacheManager``) through vLLM's
 own interface (``get_computed_blocks``, ``allocate_slots``, ``free``, ``cache_blocks``,
 ``block_pool.get_num_free_blocks``).
 
@@ -91,7 +91,7 @@ text-only, FCFS, connector-free configuration this port models):
 
 Cost: per step, O(running + admitted) Python calls plus the manager's per-block work; nothing loops
 per token except the one output token a request appends per step. kvproof's decode runs
-(``kvproof.sim.decode_runs``, ``docs/requests.md`` "Decode runs") advance the steps where every
+(``kvproof.sim.requests.decode_runs``, ``docs/requests.md`` "Decode runs") advance the steps where every
 running request decodes at O(1) per step plus one real ``allocate_slots`` per event, and
 ``schedule()`` skips the ``allocate_slots`` calls the manager proves to be no-ops
 (``decode_quiet_until``); :func:`step_by_step` turns both off.
@@ -104,13 +104,17 @@ import gc
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..models.codec import present
+from ...models.codec import present
+from ..startup.settings import DEFAULT_MAX_NUM_SEQS
+from . import request as request_module
 from .decode_runs import DecodeRuns
+from .kv_manager import KVCacheManager, scheduler_num_lookahead_tokens
 from .mamba_manager import get_mamba_prefill_checkpoint_position, is_mamba_prefill_checkpoint_valid
 from .request import RequestStatus
+from .scheduler_output import SchedulerOutput, WaitingPass
 
 __all__ = [
     "DEFAULT_MAX_NUM_SEQS",
@@ -126,11 +130,6 @@ __all__ = [
     "workload_token_ids",
 ]
 
-#: ``max_num_seqs`` when the geometry leaves it out: EngineArgs' default that goes with the
-#: ``max_num_batched_tokens`` default (8192) of ``kvproof.sim.settings``, the ``LLM_CLASS`` usage
-#: context on a GPU below the H100 tier (``engine/arg_utils.py:2998-3006``), then ``min(max_num_seqs,
-#: max_num_batched_tokens)`` (``arg_utils.py:3232-3234``); the planning oracle uses the same 256.
-DEFAULT_MAX_NUM_SEQS = 256
 #: ``simulate.max_steps`` default (``docs/requests.md``).
 DEFAULT_MAX_STEPS = 100_000
 
@@ -218,7 +217,7 @@ class SchedulerConfig:
     @classmethod
     def from_plan(cls, plan: Any, *, long_prefill_token_threshold: int = 0, max_num_seqs: int | None = None,
                   **overrides: Any) -> SchedulerConfig:
-        """The scheduler settings of a :class:`kvproof.sim.plan.Plan`.
+        """The scheduler settings of a :class:`kvproof.sim.startup.plan.Plan`.
 
         ``max_num_seqs``: the argument, else ``plan.settings.max_num_seqs`` when the settings carry
         it, else :data:`DEFAULT_MAX_NUM_SEQS` capped at ``max_num_batched_tokens``.
@@ -232,8 +231,6 @@ class SchedulerConfig:
         method = s.speculative_method
         num_spec = s.num_speculative_tokens if method is not None else 0
         # VllmConfig.num_lookahead_tokens (config/vllm.py:625-649), the manager port's reading of it
-        from .kv_manager import scheduler_num_lookahead_tokens
-
         num_lookahead = scheduler_num_lookahead_tokens(s)
         # SpeculativeConfig.max_num_new_slots_for_drafting (config/speculative.py:2058-2098); the
         # parallel-drafting variants are not described by a geometry.
@@ -305,41 +302,6 @@ class FCFSRequestQueue(deque):
         self.extend(kept)
 
 
-@dataclass
-class SchedulerOutput:
-    """The parts of ``SchedulerOutput`` (``v1/core/sched/output.py``) the simulation reads."""
-
-    num_scheduled_tokens: dict[str, int]
-    total_num_scheduled_tokens: int
-    scheduled_new_reqs: list[Any]
-    scheduled_resumed_reqs: list[Any]
-    scheduled_running_reqs: list[Any]
-    scheduled_spec_decode_tokens: dict[str, list[int]]
-    preempted_reqs: list[Any]  # in preemption order (vLLM's preempted_req_ids is a set)
-    finished_req_ids: set[str]
-    #: kvproof: request id -> the computed tokens each request admitted from ``waiting`` in this step
-    #: starts from (its local prefix-cache hit ``num_new_local_computed_tokens``, less the bounded-replay
-    #: window when a group replays), in admission order.
-    admitted: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class WaitingPass:
-    """What the WAITING loop of ``schedule`` reads from the step so far and writes into it."""
-
-    token_budget: int
-    input_budget: int
-    long_prefill_token_threshold: int
-    prefill_scheduled: bool  # a scheduled RUNNING request is a prefill chunk (the spec padding, 1310-1330)
-    running_scheduled: bool  # some RUNNING request was scheduled in this step
-    num_scheduled_tokens: dict[str, int]
-    scheduled_new_reqs: list[Any]
-    scheduled_resumed_reqs: list[Any]
-    scheduled_spec_decode_tokens: dict[str, list[int]]
-    admitted: dict[str, int]
-    looked_at: int = 0  # kvproof: waiting requests examined (decode runs)
-
-
 # ---------------------------------------------------------------------------------------------
 # The scheduler
 # ---------------------------------------------------------------------------------------------
@@ -404,7 +366,7 @@ class Scheduler:
         self._take_new_block_ids = getattr(kv_cache_manager, "take_new_block_ids", None)
         self._take_offloads = getattr(kv_cache_manager, "take_boundary_state_offloads", None)
         self._empty_blocks = getattr(kv_cache_manager, "empty_kv_cache_blocks", None)
-        #: kvproof (decode runs, ``kvproof.sim.decode_runs``): request id -> the computed count below
+        #: kvproof (decode runs, ``kvproof.sim.requests.decode_runs``): request id -> the computed count below
         #: which a one-token decode step of the request leaves every group as it is
         #: (``KVCacheManager.decode_quiet_steps``); None when that is not modelled here.
         self.decode_quiet_until: dict[str, int] | None = {} if decode_runs and DecodeRuns.applies(self) else None
@@ -897,9 +859,7 @@ def output_token_id(r: int, j: int) -> int:
 
 
 def _default_request_factory(manager: Any) -> Callable[..., Any]:
-    """Build requests with the manager port's ``Request`` (``kvproof.sim.request``)."""
-    from . import request as request_module  # the manager port
-
+    """Build requests with the manager port's ``Request`` (``kvproof.sim.requests.request``)."""
     make = getattr(request_module, "make_request", None)
     if make is None:
         make = getattr(manager, "make_request", None)
@@ -944,7 +904,7 @@ def simulate_workload(
     """Run ``simulate_block.requests`` through the scheduler; the ``workload`` object of
     ``docs/requests.md``.
 
-    ``plan``: a :class:`kvproof.sim.plan.Plan` (its settings and pool). ``simulate_block``: the
+    ``plan``: a :class:`kvproof.sim.startup.plan.Plan` (its settings and pool). ``simulate_block``: the
     geometry's ``simulate`` block (``requests``, ``max_steps``, ``chunk_tokens``), attrs, dict or a
     simple object. ``max_num_seqs``: the geometry's ``max_num_seqs`` (``EngineSettings`` does not carry
     it; None = :data:`DEFAULT_MAX_NUM_SEQS` capped at ``max_num_batched_tokens``). Keyword overrides
@@ -969,7 +929,7 @@ def simulate_workload(
     ``config/scheduler.py:355-360``; like the requests oracle, the threshold is used as given.)
 
     ``decode_runs`` (None: on, except inside :func:`step_by_step`): advance the steps where only token
-    counts change together (``kvproof.sim.decode_runs``, ``docs/requests.md`` "Decode runs"); the
+    counts change together (``kvproof.sim.requests.decode_runs``, ``docs/requests.md`` "Decode runs"); the
     result is the same, step for step, except that the steps of a run in which only token counts
     changed share their ``scheduled``, ``running`` and ``waiting`` objects (treat the result as
     read-only). They apply with the default request factory only. A caller that must see the
@@ -986,8 +946,6 @@ def simulate_workload(
         config = SchedulerConfig.from_plan(plan, long_prefill_token_threshold=chunk_tokens or 0,
                                            max_num_seqs=max_num_seqs)
     if kv_cache_manager is None:
-        from .kv_manager import KVCacheManager  # the manager port
-
         kv_cache_manager = KVCacheManager.from_plan(plan)
     default_factory = request_factory is None
     if default_factory:

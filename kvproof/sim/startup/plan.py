@@ -14,7 +14,7 @@ The order is vLLM's (``EngineCore._initialize_kv_caches``, ``v1/engine/core.py:2
 8. optional worker views (D): the workers bind their caches before the scheduler exists;
 9. the scheduler's KV cache coordinator and manager checks (B.8).
 
-A start-up refusal raises :class:`kvproof.sim.Refusal` with vLLM's exact text.
+A start-up refusal raises :class:`kvproof.sim.PlanRefusal` with vLLM's exact text.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from functools import reduce
 
 import attrs
 
-from ..models.geometry import ABSENT, Geometry, PlatformAlignment, canonical_dtype, expand_layers, present
-from . import concurrency as conc
+from ...models.geometry import ABSENT, Geometry, PlatformAlignment, canonical_dtype, expand_layers, present
+from ...formulas import concurrency as conc
 from .block_sizes import (
     engine_cache_block_size,
     resolve_cache_hit_alignment_tokens,
@@ -62,6 +62,7 @@ from .specs import (
     UniformTypeKVCacheSpecs,
     iter_layer_specs,
     manager_class_name,
+    uniform_type_base_spec,
 )
 
 __all__ = ["Plan", "PlannedGroup", "WorkerPlan", "plan", "spec_kind"]
@@ -144,8 +145,6 @@ def spec_kind(spec: KVCacheSpec) -> str:
         kinds = {spec_kind(s) for s in spec.kv_cache_specs.values()}
         if len(kinds) == 1:
             return next(iter(kinds))
-        from .specs import uniform_type_base_spec
-
         bases = {uniform_type_base_spec(s) for s in spec.kv_cache_specs.values()}
         if len(bases) == 1 and next(iter(bases)) is FullAttentionSpec:
             return "full_attention"
@@ -351,7 +350,7 @@ def _needs_zeroing(groups: list[KVCacheGroupSpec]) -> bool:
 
 
 def plan(geometry: Geometry) -> Plan:
-    """vLLM 0.33.0's start-up KV cache plan for ``geometry``; raises :class:`Refusal`."""
+    """vLLM 0.33.0's start-up KV cache plan for ``geometry``; raises :class:`PlanRefusal`."""
     try:
         return _plan(geometry)
     except (VllmError, ZeroDivisionError) as exc:  # vLLM's int arithmetic divides by a zero page too
@@ -540,6 +539,8 @@ def _plan(geometry: Geometry) -> Plan:
     # The workers allocate and bind their KV cache (core.py:372, model_executor.initialize_from_config)
     # before the engine builds the scheduler and its KV cache manager (the coordinator checks).
     if present(geometry.views):
+        # Imported here: views.py costs ~13 ms of `kvproof check`'s start-up (-X importtime, 5 runs at
+        # load ~3), which imports this module for the rules and plans no views.
         from .views import _plan_views
 
         result = attrs.evolve(result, views=_plan_views(geometry, result, layout), has_views=True)

@@ -1,9 +1,9 @@
 """One request through vLLM 0.33.0's KV cache manager: the ``simulation[]`` of ``docs/requests.md``.
 
-The request runs alone through the scheduler port (:class:`kvproof.sim.scheduler.Scheduler`, a port of
+The request runs alone through the scheduler port (:class:`kvproof.sim.requests.scheduler.Scheduler`, a port of
 ``Scheduler.schedule`` / ``update_from_output`` of ``v1/core/sched/scheduler.py``; paths relative to the
 ``vllm/`` package) with synchronous scheduling and the KV cache manager port
-(``kvproof.sim.kv_manager``), exactly as ``tests/conformance/oracle_requests.py`` runs it through
+(``kvproof.sim.requests.kv_manager``), exactly as ``tests/conformance/oracle_requests.py`` runs it through
 vLLM's own ``Scheduler``:
 
 * ``chunk_tokens`` is the scheduler's token budget for the run: ``SchedulerConfig.max_num_scheduled_tokens``
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models.codec import present
+from ...models.codec import present
 from .block_pool import leading_null_run
 from .kv_manager import KVCacheManager
 from .managers import (
@@ -43,6 +43,7 @@ from .managers import (
     SlidingWindowManager,
 )
 from .request import RequestStatus
+from .scheduler import DEFAULT_MAX_STEPS, Scheduler, SchedulerConfig, prompt_rejection
 
 __all__ = ["output_token_id", "simulate_request", "single_request_token_ids"]
 
@@ -109,11 +110,9 @@ def simulate_request(plan: Any, simulate_block: Any, *, kv_cache_manager: KVCach
     or None means the default). Returns ``{"simulation": [...], "prefix_hit_probe": {...} | None}``
     (plus ``"simulation_stalled": True`` when the lone request cannot be scheduled, which vLLM would
     wait on forever), or ``{"simulation": None, "prefix_hit_probe": None}`` without ``prompt_tokens``.
-    ``decode_runs``: the scheduler's (``kvproof.sim.scheduler.Scheduler``): its decode steps skip the
+    ``decode_runs``: the scheduler's (``kvproof.sim.requests.scheduler.Scheduler``): its decode steps skip the
     ``allocate_slots`` calls the manager proves to be no-ops; every step is still listed.
     """
-    from .scheduler import DEFAULT_MAX_STEPS, Scheduler, SchedulerConfig, prompt_rejection
-
     prompt = _field(simulate_block, "prompt_tokens", None)
     if prompt is None:
         return {"simulation": None, "prefix_hit_probe": None}
