@@ -14,7 +14,7 @@ from kvproof.diagnostics import Diagnostic, KvproofError
 #: Packages whose exceptions join the hierarchy in their own change of issue #14 (the solver's
 #: ``NeedPins``, the simulator's refusals, the parity fuzzer's ``_NeedPins``); drop each prefix
 #: here once that change is merged.
-_REPARENTED_ELSEWHERE = ("kvproof.sim",)
+_REPARENTED_ELSEWHERE = ()
 
 
 def _kvproof_exceptions() -> list[type]:

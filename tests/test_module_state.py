@@ -13,7 +13,7 @@ from kvproof.models.documents import load_path
 ROOT = Path(kvproof.__file__).parent
 EXAMPLES = ROOT / "examples"
 #: Reworked in their own changes of issue #14 (the solver split, the simulator's subpackages).
-_ELSEWHERE = ("sim/",)
+_ELSEWHERE = ()
 #: Module-level containers that are tables, not caches.
 _TABLES = {
     "rules/core.py:_DECLARED",  # the declared rules, filled once by @rule as the families import

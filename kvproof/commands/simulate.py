@@ -67,9 +67,7 @@ def render_text(result: SimulateResult, path: str = "") -> str:
     """A readable summary of a ``simulate`` result (the same objects its JSON is written from)."""
     lines: list[str] = []
     if isinstance(result, BadInput):
-        for d in result.diagnostics:
-            where = f"{d.file}: " if d.file else (f"{path}: " if path else "")
-            lines.append(f"{where}{d.rule} {d.path}: {d.message}")
+        lines += [d.render(d.file or path or None) for d in result.diagnostics]
         return "\n".join(lines) + "\n"
     if isinstance(result, Refused):
         lines.append(f"vLLM 0.33.0 refuses to start ({result.type}):")

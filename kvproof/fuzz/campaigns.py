@@ -648,12 +648,12 @@ def _synth_one(source: str, geometry: Any) -> SynthResult:
     from ..models.codec import unstructure
     from ..models.documents import load_bytes
     from ..rules.check import check
-    from ..sim import PlanRefusal as Refusal
+    from ..sim import PlanRefusal
     from ..sim.synth import synthesize
 
     try:
         synthesized = synthesize(geometry)
-    except Refusal as exc:
+    except PlanRefusal as exc:
         return SynthResult(source, "vllm-refusal", [str(exc)], geometry)
     except Exception as exc:  # noqa: BLE001 - a simulator crash is a finding, not a campaign crash
         return SynthResult(source, "error", [f"synthesize raised {type(exc).__name__}: {exc}"], geometry)

@@ -40,14 +40,14 @@ def record_sets(draw, **geometry_options: Any):
     import json
 
     from ..models.geometry import load_geometry
-    from ..sim import PlanRefusal as Refusal
+    from ..sim import PlanRefusal
     from ..sim.synth import synthesize
     from .strategies import geometries
 
     document = draw(geometries(**geometry_options))
     try:
         return synthesize(load_geometry(json.dumps(document)))
-    except Refusal:
+    except PlanRefusal:
         assume(False)
 
 

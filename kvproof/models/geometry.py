@@ -395,7 +395,7 @@ class Speculative:
     multi_module_mtp: bool = ABSENT  # use_multi_module_mtp() (num_nextn_predict_layers > 1)
 
 
-#: ``vllm_revision`` values: the support table's revisions (kvproof/sim/state_support.py REVISIONS).
+#: ``vllm_revision`` values: the support table's revisions (kvproof/sim/startup/state_support.py REVISIONS).
 RevisionName = Literal["0.33.0", "d9cd1fd1fcfc5a08d14ff29ba7439f76ad42d628"]
 
 

@@ -25,7 +25,7 @@ CacheKind = Literal["attention", "state", "convolution"]
 #: ``mamba_cache``; ``unmodeled``: timing queries only (capacity sizing and replay refuse it).
 CacheLayout = Literal["grouped", "linear", "mamba_align", "unmodeled"]
 CACHE_LAYOUTS = ("grouped", "linear", "mamba_align", "unmodeled")
-#: ``state_storage`` values: the state backends of the support table (kvproof/sim/state_support.py).
+#: ``state_storage`` values: the state backends of the support table (kvproof/sim/startup/state_support.py).
 STATE_STORAGE_POLICIES = ("full_state", "triton_replayssm", "flashinfer_replayssm", "kda_recoverssm")
 
 

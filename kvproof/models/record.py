@@ -63,7 +63,7 @@ class ResolvedConfig:
     decode_context_parallel_size: int | None = ABSENT
     num_gpu_blocks_override: int | None = ABSENT
     prefix_cache_retention_interval: int | None = ABSENT
-    # The state settings the SS rules judge (kvproof/sim/state_support.py; absent keys take
+    # The state settings the SS rules judge (kvproof/sim/startup/state_support.py; absent keys take
     # vLLM's defaults there): the vLLM revision of the support table (absent: 0.33.0),
     # ``model_config.architecture``, ``cache_config.use_replayssm`` and ``replayssm_buffer_len``,
     # ``mamba_config.backend`` (the MambaBackendEnum value) and ``enable_stochastic_rounding``,

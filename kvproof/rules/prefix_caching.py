@@ -76,7 +76,7 @@ def mamba_modes_of_revision(record):
 )
 def mamba_mode_known(mode, revision):
     """``CacheConfig(mamba_cache_mode="all")`` fails vLLM 0.33.0's validation; a record of seed
-    004's revision (vLLM PR #55688, ``kvproof/sim/state_support.py``) may state ``all``."""
+    004's revision (vLLM PR #55688, ``kvproof/sim/startup/state_support.py``) may state ``all``."""
     pr = And(Present(revision), revision == REVISION_PR_55688)
     return Implies(Present(mode), Or(mode == "none", mode == "align", And(mode == "all", pr)))
 

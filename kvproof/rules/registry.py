@@ -34,7 +34,7 @@ RULE_ORDER: tuple[str, ...] = (
     "CK001", "CK002", "CK003",
     # PC: prefix-caching evidence, Mamba modes, resolved block sizes
     "PC001", "PC002", "PC010", "PC003", "PC004", "PC005", "PC006", "PC007",
-    # SS: ReplaySSM / RecoverSSM state settings against the support table (kvproof/sim/state_support.py)
+    # SS: ReplaySSM / RecoverSSM state settings against the support table (kvproof/sim/startup/state_support.py)
     "SS001", "SS002", "SS003", "SS004", "SS005", "SS006", "SS007", "SS008", "SS009", "SS010",
     "SS011", "SS012", "SS013", "SS014", "SS015", "SS016", "SS017", "SS018", "SS019", "SS020",
     # VC: kernel-block views cover the pool

@@ -4,7 +4,7 @@ A profile's ``state_storage`` names how the Mamba state is stored: ``full_state`
 per working state, checkpoint and draft token: vLLM without ReplaySSM), ``triton_replayssm`` and
 ``flashinfer_replayssm`` (one state plus replay rings of x, dt and B: ``--use-replayssm``), or
 ``kda_recoverssm`` (a KDA model's speculative decode with ``--use-replayssm``). The state backends
-are the support table's (``kvproof/sim/state_support.py``, ``state_backend``).
+are the support table's (``kvproof/sim/startup/state_support.py``, ``state_backend``).
 
 Seed 000: the ``mamba_align`` layout (the observed Mamba align-mode pool, ``mamba_cache``) requires
 ``state_storage: full_state``; ReplaySSM and RecoverSSM profiles have their own rules and use the
@@ -67,7 +67,7 @@ def resources(profile):
     over=resources,
     field="state_storage",
     explain=lambda r, *_: {"policy": repr(r.state_storage)},
-    source=_SEED + "; the state backends of vllm/config/vllm.py:3454-3553 (kvproof/sim/state_support.py)",
+    source=_SEED + "; the state backends of vllm/config/vllm.py:3454-3553 (kvproof/sim/startup/state_support.py)",
 )
 def policy_known(r, has_mamba_cache, has_memory):
     """An unsupported storage policy (seed 000's negative case) is refused by name."""

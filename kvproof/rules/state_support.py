@@ -1,6 +1,6 @@
 """SS: the ReplaySSM / RecoverSSM state settings a record resolved are ones vLLM starts with.
 
-The support table (``kvproof/sim/state_support.py``) decides every combination of the settings by
+The support table (``kvproof/sim/startup/state_support.py``) decides every combination of the settings by
 exactly one row; a record whose settings fall in a refused row is refused with that row's text
 (vLLM's exact ``ValueError`` text for the 0.33.0 rows, ``VllmConfig.validate_mamba_cached_kernel``,
 ``vllm/config/vllm.py:3454-3553``) and the path of the field that decides it. SS001-SS004 make the
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from ..logic import And, Implies, Not, Or, Present, ValueOf
 from ..sim.startup.state_support import (AXES, DEFAULT_REVISION, EAGLE_METHODS, KDA_ARCHITECTURES, NATIVE_MTP_METHODS,
-                                 REFUSALS, REPLAYSSM_ARCHITECTURES, REVISIONS, RefusalText as Refusal, matches,
+                                 REFUSALS, REPLAYSSM_ARCHITECTURES, REVISIONS, RefusalText, matches,
                                  refusal_names, rows_of)
 from .core import Binding, Instance, binding, rule
 
 __all__ = ["RecordView", "resolved_state"]
 
-_TABLE = "kvproof/sim/state_support.py"
+_TABLE = "kvproof/sim/startup/state_support.py"
 #: The vLLM defaults of absent integer keys.
 _NUMBER_DEFAULTS = {"num_speculative_tokens": 0, "replayssm_buffer_len": 16, "pipeline_parallel_size": 1}
 
@@ -194,7 +194,7 @@ def _explain(view: RecordView) -> dict[str, str]:
                          view.num("num_speculative_tokens"), view.num("replayssm_buffer_len"))
 
 
-def _declare(refusal: Refusal) -> None:
+def _declare(refusal: RefusalText) -> None:
     rows = rows_of(refusal.rule)
 
     def body(view):

@@ -9,8 +9,8 @@ minimized or maximized. The optimum is replayed through the concrete checker lik
 Geometry templates: the simulator's planner (``kvproof.sim.plan``) runs on concrete values only
 (it sorts, groups and takes ``math.lcm`` of Python ints), so a geometry is explored over the
 planner itself by :mod:`kvproof.solver.explore_geometry` (``kvproof explore`` dispatches there);
-:func:`explore` refuses one. The per-formula functions of ``kvproof.sim.demand``/``pages``/
-``concurrency`` do run on z3 terms and can be used in the objective.
+:func:`explore` refuses one. The shared formulas (``kvproof.formulas``: ``blocks_per_request``, ``pages``,
+``concurrency``) do run on z3 terms and can be used in the objective.
 """
 
 from __future__ import annotations

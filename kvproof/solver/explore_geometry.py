@@ -10,7 +10,7 @@ answers over the *planner itself*, exactly, by one of three routes, and says whi
   ``v1/core/kv_cache_planning.py:1461-1604``); the groups, pages, bytes per block and blocks per
   request come before and do not read it. One plan (the *probe*, at the largest memory of the
   domain) gives those; the memory-dependent values are then the shared formulas on a z3 term
-  (``sim.pool.num_blocks_for_memory``, ``sim.concurrency.max_concurrency`` and
+  (``formulas.pool.num_blocks_for_memory``, ``formulas.concurrency.max_concurrency`` and
   ``kv_cache_size_tokens``, the check ``needed <= memory - bytes_per_block`` of
   ``kv_cache_planning.py:50-87``), and z3 ``Optimize`` answers over the whole domain. A probe
   that vLLM refuses makes every smaller memory refused too (the check's need does not read the
@@ -773,7 +773,7 @@ def _symbolic(ev: Evaluator, out: GeometryExploreResult, timeout: float, rlimit:
     probe_at = ", ".join(f"{f.path}={f.domain.value(i)}" for f, i in zip(fields, probe_index))
     out.notes.append(
         f"z3 Optimize over the memory, with the plan of the probe at {probe_at}"
-        + (" (sim.pool.num_blocks_for_memory, sim.concurrency.max_concurrency and kv_cache_size_tokens, the memory "
+        + (" (formulas.pool.num_blocks_for_memory, formulas.concurrency.max_concurrency and kv_cache_size_tokens, the memory "
            f"check of vLLM {MEMORY_CHECK})" if planned is not None else ""))
 
     def predicted(index: tuple) -> tuple[bool, bool, Any]:

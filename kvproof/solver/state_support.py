@@ -1,4 +1,4 @@
-"""z3 over the state support table (``kvproof/sim/state_support.py``): every row reachable (with a
+"""z3 over the state support table (``kvproof/sim/startup/state_support.py``): every row reachable (with a
 witness combination), no two rows overlapping, and no combination of the domain left undecided.
 
 The finite axes are z3 integers indexing their values and the integer axes z3 integers, so the
