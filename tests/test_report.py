@@ -245,3 +245,14 @@ def test_prove_verdicts_contrary_to_expect_are_findings_with_the_rule_pages(tmp_
     lines = render_verdicts(items, "github", "prove", None, "3 rule(s)").splitlines()
     assert all(COMMAND.match(line) for line in lines[:-1]) and len(lines) == 3
     assert "title=SU001::$: unknown (expect reachable): timeout" in lines[1]
+
+
+def test_the_xml_escape_forbids_exactly_what_xml_1_0_forbids() -> None:
+    # the class is written as the forbidden code points (fast to compile); XML 1.0's Char production
+    # names the allowed ones
+    import re
+
+    from kvproof.report import _XML_INVALID
+
+    allowed = re.compile("[\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+    assert [c for c in range(0x110000) if bool(_XML_INVALID.match(chr(c))) == bool(allowed.match(chr(c)))] == []
