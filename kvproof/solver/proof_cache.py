@@ -70,11 +70,29 @@ def _codes(code: types.CodeType):
             yield from _codes(const)
 
 
+def _constant(value: Any) -> str | None:
+    """A canonical text of a plain constant (a table a body reads), or None for anything else;
+    sets sorted, so the text does not follow the hash seed."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        items = [_constant(v) for v in value]
+        return None if None in items else f"{type(value).__name__}({', '.join(items)})"
+    if isinstance(value, (set, frozenset)):
+        items = [_constant(v) for v in value]
+        return None if None in items else f"set({', '.join(sorted(items))})"
+    if isinstance(value, dict):
+        items = [(_constant(k), _constant(v)) for k, v in value.items()]
+        return None if any(None in kv for kv in items) else f"dict({', '.join(f'{k}: {v}' for k, v in items)})"
+    return None
+
+
 def reached_sources(*roots: Any, memo: dict | None = None) -> dict[str, str]:
     """``module.qualname -> source`` of every kvproof function or class reachable by name from
-    ``roots`` (functions; a :class:`~kvproof.rules.core.Binding` counts as its walk): each name a
-    function's code (and its nested code) loads is looked up in its ``__globals__``, and, for a
-    module global (``common.tensor_end``), in that module. ``memo``: sources already read, by
+    ``roots`` (functions; a :class:`~kvproof.rules.core.Binding` counts as its walk), and the value
+    of every plain constant they read (``module.NAME -> canonical text``): each name a function's
+    code (and its nested code) loads is looked up in its ``__globals__``, and, for a module global
+    (``common.tensor_end``), in that module. ``memo``: sources already read, by
     name (shared by the rules of one run: ``inspect.getsource`` is most of the cost)."""
     memo = {} if memo is None else memo
     found: dict[str, str] = {}
@@ -99,10 +117,16 @@ def reached_sources(*roots: Any, memo: dict | None = None) -> dict[str, str]:
         scope = obj.__globals__
         names = {n for code in _codes(obj.__code__) for n in code.co_names}
         for n in sorted(names):
-            value = scope.get(n)
+            if n not in scope:  # a builtin, an attribute name
+                continue
+            value = scope[n]
             if isinstance(value, types.ModuleType):
                 if _ours(types.SimpleNamespace(__module__=value.__name__)):
                     stack += [getattr(value, other) for other in sorted(names) if hasattr(value, other)]
+            elif n.isupper() and not n.startswith("_") and _constant(value) is not None:
+                # a public constant of kvproof code (a table, a bound); private names may be
+                # process state (``logic._AST``, set on first use), which no key may follow
+                found[f"{obj.__module__}.{n}"] = _constant(value)
             elif value is not None:
                 stack.append(value)
     return found

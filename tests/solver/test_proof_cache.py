@@ -142,3 +142,30 @@ def test_a_checksum_mismatch_or_a_stored_dead_verdict_is_not_believed(cold, cach
     _tamper(_entry(cache, "PF002"), lambda result: result.update(verdict="dead"))  # dead is never cached
     assert _prove(capsys, cache) == (0, cold["json"])
     assert sorted(proved) == ["BO005", "PF002"]
+
+
+def test_a_key_follows_the_constants_and_formulas_a_rule_reaches(monkeypatch) -> None:
+    from kvproof.rules import profile_fields
+
+    rules = {r.id: r for r in registry.all_rules()}
+    keys = {i: proof_cache.rule_key(rules[i], "env") for i in ("PF001", "PF004", "BO005")}
+    assert proof_cache.rule_key(rules["PF004"], "other env") != keys["PF004"]
+    monkeypatch.setattr(profile_fields, "MAX_U32", profile_fields.MAX_U32 - 1)  # a table PF004's body reads
+    after = {i: proof_cache.rule_key(rules[i], "env") for i in keys}
+    assert after["PF004"] != keys["PF004"]
+    assert (after["PF001"], after["BO005"]) == (keys["PF001"], keys["BO005"])
+
+
+def test_keys_are_the_same_under_two_hash_seeds() -> None:
+    """A cache shared between machines and runs: no key may follow the hash seed (sets, ids)."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("from kvproof.rules.registry import all_rules; from kvproof.solver.prove import Prover; "
+              "from kvproof.solver.proof_cache import ProofCache; from kvproof.solver.shapes import examples_dir; "
+              "p = Prover(); c = ProofCache('unused', p.rules, p.bound, p.config, examples_dir()); "
+              "print(' '.join(c.key(r) for r in p.rules))")
+    keys = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
+    assert keys[0] == keys[1] and len(keys[0].split()) == len(registry.all_rules())
