@@ -431,9 +431,11 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
 @click.option("--table", is_flag=True,
               help="Prove the state support table instead: every row reachable, rows disjoint, the table total.")
 @click.option("--timings", is_flag=True, help="Add each rule's seconds to the report (they differ run to run).")
+@click.option("--cache", "cache_dir", envvar="KVPROOF_PROOF_CACHE", type=click.Path(file_okay=False),
+              help="A proof cache folder (or KVPROOF_PROOF_CACHE): reachable verdicts, replayed before use.")
 def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
           fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int, executor: str,
-          table: bool, timings: bool) -> None:
+          table: bool, timings: bool, cache_dir: str | None) -> None:
     """Prove each rule reachable (a witness the checker refuses with it first) or dead within the
     shape bound (an unsat core of rule IDs and axioms), against its declared expectation.
     Exit 0 as expected, 1 a contrary result, 2 usage, 3 unknown (timeout or resource limit)."""
@@ -451,7 +453,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
     if table:
         sys.exit(run_table(timeout, fmt))
     sys.exit(run(rule_ids, all_rules, max_shape, timeout, fmt, witness_dir, redundant, rlimit, examples, jobs, timings,
-                 executor))
+                 executor, cache_dir))
 
 
 @cli.command()

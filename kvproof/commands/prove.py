@@ -27,6 +27,7 @@ def run(
     jobs: int | None = None,
     timings: bool = False,
     executor: str | None = None,
+    cache_dir: str | None = None,
 ) -> int:
     from ..rules.registry import all_rules as registry
     from ..solver.calls import Config
@@ -67,13 +68,23 @@ def run(
 
         check_destination(witness_dir, [n for r in selected for n in (f"{r.id}.json", f"{r.id}/w.json")])
 
+    cache = None
+    if cache_dir and not redundant:  # --redundant is not cached
+        if Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+            sys.stderr.write(f"kvproof prove: --cache {cache_dir}: exists and is not a folder\n")
+            return EXIT_USAGE
+        from ..solver.proof_cache import ProofCache
+        from ..solver.shapes import examples_dir
+
+        cache = ProofCache(cache_dir, rules, bound, config, prover.examples or examples_dir())
+
     from ..executor import ExecutorError, executor_for
 
     try:
         with executor_for(executor, jobs if len(selected) > 1 else 1) as pool:
             if redundant:
                 return _redundant(prover, selected, fmt, pool, jobs, timings)
-            results = _proved(prover, selected, fmt, pool, jobs, witness_dir, timings)
+            results = _proved(prover, selected, fmt, pool, jobs, witness_dir, timings, cache)
     except ExecutorError as exc:  # no cluster extra or scheduler; a worker with other code or examples
         sys.stderr.write(f"kvproof prove: {exc}\n")
         return EXIT_USAGE
@@ -104,12 +115,13 @@ def run(
     return EXIT_OK
 
 
-def _proved(prover, selected, fmt: str, pool, jobs: int, witness_dir: str | None, timings: bool) -> list:
+def _proved(prover, selected, fmt: str, pool, jobs: int, witness_dir: str | None, timings: bool, cache=None) -> list:
     from ..solver.prove import summary_line
     from ..solver.witnesses import write_documents
 
     results = []
-    for result in tracked(_results(prover, selected, "prove", pool, jobs), "prove", len(selected), _rule, finished=True):
+    for result in tracked(_results(prover, selected, "prove", pool, jobs, cache), "prove", len(selected), _rule,
+                          finished=True):
         if witness_dir and result.verdict == "reachable" and result.documents:
             result.witness = write_documents(Path(witness_dir), result.rule, result.documents)
         results.append(result)
@@ -189,7 +201,7 @@ def _examples_digest(examples: str | None) -> str:
     return folder_digest(Path(examples) if examples else examples_dir(), "*.json")
 
 
-def _results(prover, selected, kind: str, pool, jobs: int = 1):
+def _results(prover, selected, kind: str, pool, jobs: int = 1, cache=None):
     """Results in registry order, from ``pool`` (kvproof.executor): here, from local processes
     forked from this one, or from a cluster's workers; the order and the bytes of the output do
     not change.
@@ -197,21 +209,30 @@ def _results(prover, selected, kind: str, pool, jobs: int = 1):
     Locally the unit is a group of rules (:func:`kvproof.solver.prove.job_groups`): the rules
     reading a document kind share one process, which closes that kind's pins once (most of a
     kind's cost); a parent closing every kind before it forks would pay them serially. On a
-    cluster the unit is one rule, each worker closing the pins of the kinds it meets."""
+    cluster the unit is one rule, each worker closing the pins of the kinds it meets.
+
+    ``cache`` (:class:`kvproof.solver.proof_cache.ProofCache`): the rules with a believed entry
+    are answered from it here, before any shape is built; the others are proved and stored."""
     from ..executor import InProcess, results_in_order, seeded
     from ..solver.prove import job_groups
+
+    ready: dict[str, object] = {}
+    if cache is not None:
+        ready.update(_cached(cache, selected))
+    proved = [rule for rule in selected if rule.id not in ready]
 
     examples = str(prover.examples) if prover.examples else None
     remote = getattr(pool, "kvproof_address", None) is not None
     digest = _examples_digest(examples) if remote else None
-    if isinstance(pool, InProcess) or remote or jobs <= 1:  # one rule a unit: results as they come
-        groups = [[rule] for rule in selected]
+    if not proved:
+        groups = []
+    elif isinstance(pool, InProcess) or remote or jobs <= 1:  # one rule a unit: results as they come
+        groups = [[rule] for rule in proved]
     else:
-        groups = job_groups(prover, selected, jobs)
+        groups = job_groups(prover, proved, jobs)
     units = [(kind, tuple(r.id for r in group), prover.bound, prover.config, examples, digest) for group in groups]
     # a group holding a rule expected dead searches every shape of the bound (the long pole): it goes first
     first = sorted(range(len(groups)), key=lambda i: all(r.expect != "dead" for r in groups[i]))
-    ready: dict[str, object] = {}
     pending = iter(selected)
     upcoming = next(pending, None)
 
@@ -221,10 +242,43 @@ def _results(prover, selected, kind: str, pool, jobs: int = 1):
             yield ready.pop(upcoming.id)
             upcoming = next(pending, None)
 
+    yield from drain()
+    if not units:
+        return
     with seeded(_prover_key(prover.bound, prover.config, examples), prover):
         for group, results in zip(groups, results_in_order(pool, prove_unit, units, first)):
             ready.update({r.id: result for r, result in zip(group, results)})
+            if cache is not None:
+                for result in results:
+                    _store(cache, result)
             yield from drain()
+
+
+def _cached(cache, selected) -> dict:
+    """The believed entries of the proof cache (each replayed through the checker), by rule ID;
+    ``seconds`` is the time the look-up and replay took."""
+    import time
+
+    from ..solver.prove import RuleResult
+
+    found = {}
+    for rule in selected:
+        start = time.perf_counter()
+        result = cache.lookup(rule, RuleResult)
+        if result is not None:
+            result.seconds = time.perf_counter() - start
+            found[rule.id] = result
+    return found
+
+
+def _store(cache, result) -> None:
+    """Keep a result in the proof cache; a cache that cannot be written costs a warning, not the run."""
+    from ..output import OutputError, failure
+
+    try:
+        cache.store(result)
+    except (OSError, OutputError) as exc:
+        sys.stderr.write(f"kvproof prove: proof cache not written: {failure(exc, cache.root)}\n")
 
 
 def _redundant(prover, selected, fmt: str, pool, jobs: int, timings: bool = False) -> int:
