@@ -12,7 +12,12 @@ import json
 import sys
 from pathlib import Path
 
+from ..diagnostics import InputError
+from ..models.documents import load_path
+from ..solver.explore import GeometryNotSymbolic, explore
+from ..solver.expression import ExpressionError, parse
 from ..terminal import number
+from .explore_geometry import run as run_geometry
 from .explore_output import write_document
 
 EXIT_OK, EXIT_NO_OPTIMUM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -31,9 +36,6 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     if bad_paths:
         sys.stderr.write(f"kvproof explore: --open takes a JSON path starting with $ (got {bad_paths[0]!r})\n")
         return EXIT_USAGE
-    from ..diagnostics import InputError
-    from ..models.documents import load_path
-    from ..solver.expression import ExpressionError, parse
 
     try:  # the template, read and loaded strictly like every document (bounded, LD diagnostics)
         document = load_path(template)
@@ -42,7 +44,6 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
             sys.stdout.write(diagnostic.render() + "\n")
         return EXIT_USAGE
     if document.kind == "geometry":  # over the planner itself (kvproof.solver.explore_geometry)
-        from .explore_geometry import run as run_geometry
 
         return run_geometry(template, minimize if minimize is not None else maximize or "",
                             "minimize" if minimize is not None else "maximize", open_fields, requires, max_plans,
@@ -57,7 +58,6 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     except ExpressionError as exc:
         sys.stderr.write(f"kvproof explore: {option} {exc.render()}\n")
         return EXIT_USAGE
-    from ..solver.explore import GeometryNotSymbolic, explore
 
     direction = "minimize" if minimize is not None else "maximize"
     try:
