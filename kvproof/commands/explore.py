@@ -8,16 +8,17 @@ formula over ``doc`` with the logic helpers, never a way to run other code.
 
 from __future__ import annotations
 
+# The modules that evaluate an objective (kvproof.solver.explore, .explore_geometry) are imported
+# inside run(), after the template loaded and parse() checked the objective: importing this
+# module runs none of them (tests/robustness/test_robust_source.py).
 import json
 import sys
 from pathlib import Path
 
 from ..diagnostics import InputError
 from ..models.documents import load_path
-from ..solver.explore import GeometryNotSymbolic, explore
 from ..solver.expression import ExpressionError, parse
 from ..terminal import number
-from .explore_geometry import run as run_geometry
 from .explore_output import write_document
 
 EXIT_OK, EXIT_NO_OPTIMUM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -44,6 +45,8 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
             sys.stdout.write(diagnostic.render() + "\n")
         return EXIT_USAGE
     if document.kind == "geometry":  # over the planner itself (kvproof.solver.explore_geometry)
+        from .explore_geometry import run as run_geometry
+
 
         return run_geometry(template, minimize if minimize is not None else maximize or "",
                             "minimize" if minimize is not None else "maximize", open_fields, requires, max_plans,
@@ -58,6 +61,7 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     except ExpressionError as exc:
         sys.stderr.write(f"kvproof explore: {option} {exc.render()}\n")
         return EXIT_USAGE
+    from ..solver.explore import GeometryNotSymbolic, explore
 
     direction = "minimize" if minimize is not None else "maximize"
     try:
