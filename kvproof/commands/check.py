@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -13,6 +14,7 @@ import attrs
 
 from ..diagnostics import LOAD_SYNTAX, Diagnostic, InputError
 from ..models.documents import Document, RankTwins, load_path, unreadable_reason
+from ..output import OutputError, failure, write_file
 from ..report import (  # noqa: F401 - re-exported
     EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, FileResult, exit_code, render_github, render_json, render_junit,
     render_sarif, render_text,
@@ -37,8 +39,6 @@ def expand(paths: Iterable[str]) -> tuple[list[Path], list[FileResult]]:
 def _missing(path: Path) -> str:
     """Why a named path cannot be opened: a link loop and a dangling link are told apart from a
     path that does not exist."""
-    import os
-
     try:
         os.stat(path)
     except OSError as exc:
@@ -122,6 +122,8 @@ def _evaluate(paths: Iterable[str], probe: Iterable[str]) -> list[FileResult]:
         if document.kind != "geometry":
             documents.append(document)
     if any(d.role != "probe" for d in documents):
+        # imported here: the rules cost ~200 ms and 38 modules (python -X importtime), which a check
+        # of geometries or probes only, and the callers of unloadable(), do not need
         from ..rules.check import check
 
         for diagnostic in check(documents):
@@ -143,8 +145,6 @@ def run(paths: Iterable[str], fmt: str = "text", output: str | None = None, prob
     results = evaluate(paths, probe)
     text = RENDERERS[fmt](results)
     if output:
-        from ..output import OutputError, failure, write_file
-
         try:  # atomic, and never through a link (kvproof.output)
             write_file(output, text, errors="backslashreplace")
         except (OutputError, OSError) as exc:

@@ -6,6 +6,14 @@ import json
 import sys
 from pathlib import Path
 
+from ..output import check_destination
+from ..report import RuleInfo, render_verdicts
+from ..solver.calls import Config
+from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
+from ..solver.expression import ExpressionError
+from ..solver.prove import Prover
+from ..solver.shapes import Bound
+from ..solver.witnesses import write_documents
 from ..terminal import tracked  # a progress bar on stderr when it is a terminal
 
 EXIT_OK, EXIT_REFUTED, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -24,13 +32,6 @@ def run(
     examples: str | None = None,
     timings: bool = False,
 ) -> int:
-    from ..solver.claims import expression_claim, load_claims_file, prove_claim, shipped_claims
-    from ..solver.calls import Config
-    from ..solver.expression import ExpressionError
-    from ..solver.prove import Prover
-    from ..solver.shapes import Bound
-    from ..solver.witnesses import write_documents
-
     if sum(bool(x) for x in (expression, claims_file, all_claims)) != 1:
         sys.stderr.write("kvproof claim: give one of EXPRESSION, --claims FILE or --all\n")
         return EXIT_USAGE
@@ -66,7 +67,6 @@ def run(
             sys.stdout.write(f"unknown: {reason}\n")
         return EXIT_UNKNOWN
     if counterexample_dir:  # refused now, not after the claims are decided
-        from ..output import check_destination
 
         check_destination(counterexample_dir, [n for c in claims for n in (f"{c.id}.json", f"{c.id}/c.json")])
     config = Config(timeout=timeout)
@@ -112,8 +112,6 @@ def run(
 
 def render_findings(results: list, fmt: str) -> str:
     """The SARIF or GitHub report of a claim run (kvproof.report.render_verdicts)."""
-    from ..report import RuleInfo, render_verdicts
-
     rules = {r.claim: RuleInfo(r.claim, "claim", r.text, f"{r.text} (expect {r.expect})", {"expect": r.expect})
              for r in results}
     items = [(r.claim, r.verdict, r.expect, r.contrary, f"{r.text}; {r.reason}" if r.reason else r.text, r.counterexample)

@@ -8,10 +8,16 @@ formula over ``doc`` with the logic helpers, never a way to run other code.
 
 from __future__ import annotations
 
+# The modules that evaluate an objective (kvproof.solver.explore, .explore_geometry) are imported
+# inside run(), after the template loaded and parse() checked the objective: importing this
+# module runs none of them (tests/robustness/test_robust_source.py).
 import json
 import sys
 from pathlib import Path
 
+from ..diagnostics import InputError
+from ..models.documents import load_path
+from ..solver.expression import ExpressionError, parse
 from ..terminal import number
 from .explore_output import write_document
 
@@ -31,9 +37,6 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
     if bad_paths:
         sys.stderr.write(f"kvproof explore: --open takes a JSON path starting with $ (got {bad_paths[0]!r})\n")
         return EXIT_USAGE
-    from ..diagnostics import InputError
-    from ..models.documents import load_path
-    from ..solver.expression import ExpressionError, parse
 
     try:  # the template, read and loaded strictly like every document (bounded, LD diagnostics)
         document = load_path(template)
@@ -43,6 +46,7 @@ def run(template: str, minimize: str | None, maximize: str | None, open_fields: 
         return EXIT_USAGE
     if document.kind == "geometry":  # over the planner itself (kvproof.solver.explore_geometry)
         from .explore_geometry import run as run_geometry
+
 
         return run_geometry(template, minimize if minimize is not None else maximize or "",
                             "minimize" if minimize is not None else "maximize", open_fields, requires, max_plans,

@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 import sys
 
+from ..models.codec import parse_json
+from ..models.documents import read_document
+from ..solver.explore_geometry import DEFAULT_MAX_PLANS, GeometryExploreError, explore_geometry, render_text
+from .explore_output import write_document
+
 EXIT_OK, EXIT_NO_OPTIMUM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
 def run(template: str, objective: str, direction: str, open_fields: tuple[str, ...], requires: tuple[str, ...],
         max_plans: int | None, timeout: float, fmt: str, output: str | None, rlimit: int | None) -> int:
-    from ..models.codec import parse_json
-    from ..models.documents import read_document
-    from ..solver.explore_geometry import DEFAULT_MAX_PLANS, GeometryExploreError, explore_geometry, render_text
-    from .explore_output import write_document
-
     tree = parse_json(read_document(template), template)  # loaded strictly by the caller already
     try:
         result = explore_geometry(tree, template, objective, direction, open_fields, requires,

@@ -18,7 +18,22 @@ from typing import Any
 
 import attrs
 
-from ..diagnostics import InputError
+from ..diagnostics import Diagnostic, InputError
+from ..executor import ExecutorError
+from ..fuzz import ablation as ablation_mod
+from ..fuzz import parity as parity_mod
+from ..fuzz.campaigns import collect_inputs, run_mutation
+from ..fuzz.mutate import apply
+from ..models.codec import dumps, unstructure
+from ..output import OutputFolder
+from ..report import RuleInfo, findings
+from ..report import render_github as github
+from ..report import render_sarif as sarif
+from ..rules.registry import all_rules
+from ..solver.shapes import examples_dir
+from ..terminal import progress, progress_enabled
+from .check import expand
+from .check import unloadable as load_problems
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -60,8 +75,6 @@ class FuzzRun:
 
 def default_paths() -> list[str]:
     """The bundled examples (package data: records, profiles and geometries)."""
-    from ..solver.shapes import examples_dir
-
     root = examples_dir()
     return [str(root)] if root.is_dir() else []
 
@@ -71,7 +84,6 @@ def _progress(label: str, enabled: bool):
     None when ``enabled`` is false."""
     if not enabled:
         return contextlib.nullcontext(None)
-    from ..terminal import progress
 
     return progress(f"fuzz {label}")
 
@@ -97,8 +109,6 @@ class Artifacts:
         self.files.append((name, text))
 
     def commit(self) -> None:
-        from ..output import OutputFolder
-
         if self.root is None or (not self.files and not self.root.exists()):
             return
         with OutputFolder(self.root) as folder:
@@ -114,11 +124,6 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
             timings: bool = False) -> FuzzRun:
     """Run the campaigns; raise :class:`InputError` for inputs that do not load, and
     :class:`kvproof.executor.ExecutorError` when ``executor`` cannot run the mutation batches."""
-    from ..fuzz import ablation as ablation_mod
-    from ..fuzz import parity as parity_mod
-    from ..fuzz.campaigns import collect_inputs, run_mutation
-    from ..rules.registry import all_rules
-
     run = FuzzRun(list(paths), campaign, examples, seed, strict=strict, timings=timings)
     record_sets, geometry_inputs = collect_inputs(paths)
     rules = all_rules()
@@ -158,16 +163,12 @@ def execute(paths: list[str], campaign: str = "all", examples: int = 50, seed: i
 
 
 def _write_set(out_dir: Artifacts, name: str, files: list[tuple[str, Any]]) -> Path:
-    from ..models.codec import dumps
-
     for file, tree in files:
         out_dir.add(f"{name}/{file}", dumps(tree))
     return out_dir.folder(name)
 
 
 def _mutation_failures(run: FuzzRun, out_dir: Artifacts) -> None:
-    from ..fuzz.mutate import apply
-
     report = run.mutation
     number = 0
     for name, problems in report.refused_inputs:
@@ -191,8 +192,6 @@ def _mutation_failures(run: FuzzRun, out_dir: Artifacts) -> None:
             number += 1
             directory = out_dir.folder(f"synth-{number:04d}")
             if result.geometry is not None:
-                from ..models.codec import unstructure
-
                 geometry = result.geometry if isinstance(result.geometry, dict) else unstructure(result.geometry)
                 _write_set(out_dir, f"synth-{number:04d}", [("geometry.json", geometry)])
             run.failures.append(Failure(
@@ -266,7 +265,6 @@ def render_text(run: FuzzRun) -> str:
         lines.append(f"  fields accepted because unread: {_pairs(m.unread_edited())}")
         lines.append(f"  fields never read: {_pairs(m.fields_never_read())}")
         never = m.rules_never_fired()
-        from ..rules.registry import all_rules
 
         expect = {r.id: r.expect for r in all_rules()}
         lines.append("  rules never fired: " + (", ".join(f"{r}{' (expected dead)' if expect.get(r) == 'dead' else ''}"
@@ -280,7 +278,6 @@ def render_text(run: FuzzRun) -> str:
         lines.append(f"parity: {s['examples']:,} inputs over {s['shapes']:,} shapes, {s['instances']:,} rule instances compared"
                      + (f", {s['examples_per_second']:,} inputs/s (shapes built in {s['shape_seconds']} s)"
                         if run.timings else ""))
-        from ..rules.registry import all_rules
 
         lines.append(f"  differences: {s['mismatches']:,} unexplained, {s['known']:,} known (docs/fuzz-findings.md)")
         known: dict[tuple, list] = {}
@@ -346,8 +343,6 @@ def render_json(run: FuzzRun) -> str:
         }
     p = run.parity
     if p is not None:
-        from ..rules.registry import all_rules
-
         out["parity"] = {**p.summary(), "differences": [x.to_json() for x in p.mismatches],
                          "rules_never_compared": p.never_compared(all_rules()), "stale_known": p.stale_known}
     a = run.ablation
@@ -369,8 +364,6 @@ CLOCK_KEYS = ("seconds", "shape_seconds", "examples_per_second")
 def _findings(run: FuzzRun) -> list:
     """A failure per finding, ID ``fuzz-CAMPAIGN``, placed at the first document written to
     reproduce it."""
-    from ..report import findings
-
     items = []
     for failure in run.failures:
         directory = Path(failure.directory) if failure.directory else None
@@ -382,16 +375,12 @@ def _findings(run: FuzzRun) -> list:
 
 
 def render_sarif(run: FuzzRun) -> str:
-    from ..report import RuleInfo, render_sarif as sarif
-
     rules = [RuleInfo(f"fuzz-{c}", c, f"the {c} campaign found a failure", f"kvproof fuzz --campaign {c}: see docs/fuzz.md")
              for c in CAMPAIGNS if c != "all"]
     return sarif(_findings(run), rules, command="fuzz")
 
 
 def render_github(run: FuzzRun) -> str:
-    from ..report import render_github as github
-
     summary = f"FAILED: {len(run.failures)} failure(s)" if run.failures else "ok: no failure"
     return github(_findings(run), summary)
 
@@ -400,8 +389,6 @@ def unloadable(paths: list[str]) -> list:
     """The loader diagnostics of every input file, read the way ``kvproof check`` reads them
     (bounded size, a FIFO without blocking, unreadable files and directories as ``LD001``), before
     a campaign touches them: bad input is exit 2 with a diagnostic, never a hang or a traceback."""
-    from .check import expand, unloadable as load_problems
-
     files, missing = expand(paths)
     return [d for result in missing for d in result.diagnostics] + load_problems(files)
 
@@ -409,22 +396,17 @@ def unloadable(paths: list[str]) -> list:
 def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None, jobs: int,
         strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False,
         executor: str | None = None, timings: bool = False) -> int:
-    from ..terminal import progress_enabled
-
     chosen = list(paths) or default_paths()
     if not chosen:
         sys.stderr.write("kvproof fuzz: no PATH given and no bundled examples found\n")
         return EXIT_BAD_INPUT
     problems = unloadable(chosen)
     if fixtures is not None and not Path(fixtures).is_dir():
-        from ..diagnostics import Diagnostic
-
         problems.append(Diagnostic("LD001", "$", "--fixtures: no such directory", fixtures))
     if problems:
         for diagnostic in problems:
             sys.stdout.write(diagnostic.render(diagnostic.file or "-") + "\n")
         return EXIT_BAD_INPUT
-    from ..executor import ExecutorError
 
     try:
         result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,

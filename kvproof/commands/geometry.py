@@ -12,7 +12,15 @@ import os
 import sys
 from typing import Any
 
+import attrs
+
+from ..configs import geometry_from_config
+from ..configs.hf import parse_config
 from ..diagnostics import LOAD_SCHEMA, Diagnostic, InputError
+from ..models.codec import dumps
+from ..models.documents import read_document
+from ..models.geometry import Geometry, load_geometry
+from ..output import OutputError, failure, write_file
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -27,10 +35,6 @@ def config_path(path: str) -> str:
 def parse_settings(pairs: tuple[str, ...]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs; VALUE is JSON when it parses, else the string. KEY must be a top-level
     geometry field (``kvproof schema geometry``) other than ``layers``."""
-    import attrs
-
-    from ..models.geometry import Geometry
-
     fields = {field.name for field in attrs.fields(Geometry)} - {"layers"}
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -50,11 +54,6 @@ def parse_settings(pairs: tuple[str, ...]) -> dict[str, Any]:
 def build(config: str, tp: int, pp: int, settings: dict[str, Any]) -> dict[str, Any]:
     """The geometry tree of ``config``, checked by the strict geometry loader. Raises
     :class:`InputError`."""
-    from ..configs import geometry_from_config
-    from ..configs.hf import parse_config
-    from ..models.documents import read_document
-    from ..models.geometry import load_geometry
-
     path = config_path(config)
     tree = parse_config(read_document(path), path)
     name = os.path.basename(os.path.dirname(os.path.abspath(path))) if os.path.basename(path) == "config.json" else None
@@ -68,9 +67,6 @@ def build(config: str, tp: int, pp: int, settings: dict[str, Any]) -> dict[str, 
 
 
 def run(config: str, tp: int, pp: int, pairs: tuple[str, ...], output: str | None) -> int:
-    from ..models.codec import dumps
-    from ..output import OutputError, failure, write_file
-
     try:
         geometry = build(config, tp, pp, parse_settings(pairs))
     except InputError as error:

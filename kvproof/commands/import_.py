@@ -11,7 +11,9 @@ import sys
 from typing import Iterable
 
 from ..diagnostics import LOAD_KIND, Diagnostic, InputError
+from ..importer import read_phases, run_import
 from ..models.documents import load_path
+from ..output import OutputError, write_file
 from .check import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, FileResult, expand, render_text
 
 
@@ -25,9 +27,6 @@ def _report(diagnostics: Iterable[Diagnostic], status: str) -> str:
 
 def run(phase_dirs: Iterable[str], output: str | None, probe: Iterable[str] = (), verify: str | None = None,
         model: str | None = None, layout: str = "grouped") -> int:
-    from ..importer import read_phases, run_import
-    from ..output import OutputError, write_file
-
     if (output is None) == (verify is None):
         sys.stderr.write("kvproof import: give exactly one of -o PROFILE.json and --verify PROFILE.json\n")
         return EXIT_BAD_INPUT

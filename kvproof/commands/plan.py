@@ -23,16 +23,18 @@ import json
 import sys
 
 from ..diagnostics import LOAD_KIND, Diagnostic, InputError
-from ..models.codec import ABSENT
+from ..formulas import blocks_per_request as demand
+from ..logic import cdiv
+from ..models.codec import ABSENT, present
 from ..models.documents import load_path
+from ..rules.check import check
+from ..rules.profile_capacity import startup_blocks
+from ..rules.state_storage import replay_document
 from .check import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
 
 
 def consumer_blocks(group, tokens: int, max_num_tokens: int) -> int:
     """Blocks one request at ``tokens`` holds in a group as the profile's replay holds them."""
-    from ..logic import cdiv
-    from ..formulas import blocks_per_request as demand
-
     if group.kind == "state":
         return group.blocks_per_request
     if group.sliding_window not in (ABSENT, None):
@@ -42,8 +44,6 @@ def consumer_blocks(group, tokens: int, max_num_tokens: int) -> int:
 
 def mamba_align_parts(group, tokens: int) -> dict:
     """The pages of one align-mode Mamba group of one request, by role (the module docstring)."""
-    from ..logic import cdiv
-
     k = group.blocks_per_request - 1
     c = group.prefill_checkpoint_blocks
     return {"working_states": 1, "retained_checkpoints": 1, "speculative_scratch_states": k,
@@ -51,9 +51,6 @@ def mamba_align_parts(group, tokens: int) -> dict:
 
 
 def plan(profile, tokens: int | None) -> dict:
-    from ..models.codec import present
-    from ..rules.profile_capacity import startup_blocks
-
     resources = profile.resources
     memory = resources.runtime_memory
     groups = resources.cache_groups
@@ -110,8 +107,6 @@ def render_text(result: dict) -> str:
 
 
 def run(path: str, tokens: int | None, fmt: str = "text") -> int:
-    from ..rules.check import check
-
     try:
         document = load_path(path)
     except InputError as exc:
@@ -120,7 +115,6 @@ def run(path: str, tokens: int | None, fmt: str = "text") -> int:
     if document.kind != "profile":
         sys.stdout.write(Diagnostic(LOAD_KIND, "$", f"plan takes a profile, not a {document.kind}", path).render() + "\n")
         return EXIT_BAD_INPUT
-    from ..rules.state_storage import replay_document
 
     diagnostics = check([replay_document(document)])
     if diagnostics:  # a plan of a profile the rules refuse would be a number of nothing

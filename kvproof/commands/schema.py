@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
+from ..models.schema import schema_for
+
 
 def run(kind: str) -> int:
-    from ..models.schema import schema_for
-
     sys.stdout.write(json.dumps(schema_for(kind), indent=2) + "\n")
     return 0

@@ -8,6 +8,9 @@ Exit codes: 0 the plan was computed, 1 vLLM would refuse to start (its exact tex
 
 from __future__ import annotations
 
+# kvproof.plot (--plot only: matplotlib is optional, and the module costs ~150 ms) and
+# .geometry (CONFIG only: kvproof.configs is 17 more modules) are imported where they are used:
+# simulate is the light command (python -X importtime -m kvproof simulate GEOMETRY).
 import json
 import sys
 from collections.abc import Sequence
@@ -17,6 +20,7 @@ from ..diagnostics import LOAD_KIND, LOAD_SYNTAX, Diagnostic, InputError
 from ..models.codec import parse_json
 from ..models.documents import detect_kind, load_tree, read_document
 from ..models.geometry import load_geometry
+from ..output import OutputError, failure, write_file
 from ..sim.document import bad_input_result, simulate_result
 from ..sim.result import Alignment, BadInput, Planned, Raised, Refused, Requests, RequestStep, SchedulerRefusal, SimulateResult
 from ..terminal import number
@@ -250,7 +254,6 @@ def _draw(plot: str | None, result: SimulateResult, recorder, code: int) -> int:
         if plot is not None and isinstance(result, Refused):
             sys.stderr.write(f"kvproof simulate: no picture: vLLM 0.33.0 would not start ({plot} not written)\n")
         return code
-    from ..output import OutputError, failure, write_file
     from ..plot import picture_format, render
 
     try:

@@ -13,7 +13,12 @@ import sys
 
 from ..diagnostics import LOAD_SCHEMA, Diagnostic, InputError
 from ..models.codec import dumps, unstructure
+from ..models.geometry import expand_layers, present
 from ..output import OutputError, OutputFolder, failure
+from ..rules.spec_classes import SPEC_KINDS
+from ..sim import PlanRefusal
+from ..sim.startup.views import backend_position
+from ..sim.synth import synthesize
 from .simulate import read_geometry
 
 
@@ -21,10 +26,6 @@ def records_for(geometry, file: str | None = None):
     """The :class:`~kvproof.sim.synth.SynthesizedRecords` of a geometry. Raises
     :class:`~kvproof.sim.PlanRefusal` (vLLM would not start) or :class:`InputError` (no record kvproof
     checks exists for it)."""
-    from ..models.geometry import expand_layers
-    from ..rules.spec_classes import SPEC_KINDS
-    from ..sim.synth import synthesize
-
     records = synthesize(geometry)
     entry_of = {layer.name: layer.entry_position for layer in expand_layers(geometry)}
     for name, spec in records.plan.layer_specs.items():
@@ -45,9 +46,6 @@ def split_ring(geometry, records, file: str | None = None) -> Diagnostic | None:
     the ring's block. vLLM's kernel-block selection would split it like any attention layer
     (``v1/worker/utils.py:658-676``), but no vLLM 0.33.0 model does: every ring backend accepts any
     multiple of 1, so a ring's kernel block is its block and VC001 refuses any other."""
-    from ..models.geometry import present
-    from ..sim.startup.views import backend_position
-
     views_cfg = geometry.views
     declared = views_cfg.backends if present(views_cfg) and present(views_cfg.backends) else []
     matches = [backend.match for backend in declared]
@@ -72,8 +70,6 @@ def split_ring(geometry, records, file: str | None = None) -> Diagnostic | None:
 
 
 def run(path: str, output: str) -> int:
-    from ..sim import PlanRefusal
-
     try:
         records = records_for(read_geometry(path), path)
     except InputError as exc:

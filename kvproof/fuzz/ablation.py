@@ -22,8 +22,13 @@ from typing import Callable, Iterable
 
 import attrs
 
+from ..diagnostics import InputError
 from ..models.documents import Document, load_path
+from ..rules.check import check
 from ..rules.core import Rule
+from ..rules.registry import all_rules
+from ..rules.state_storage import replay_document
+from .campaigns import mutant_documents
 
 __all__ = ["CorpusItem", "RuleAblation", "AblationReport", "fixture_corpus", "mutation_corpus", "run_ablation",
            "default_fixtures"]
@@ -90,9 +95,6 @@ def fixture_corpus(root: Path | None, rules: list[Rule] | None = None,
                    ids: Iterable[str] | None = None) -> list[CorpusItem]:
     """Every refused fixture case under ``root`` (``<ID>/<case>.json`` and ``<ID>/<case>/``; only
     the folders ``ids`` when given), with the rules (default: the registry) that refuse it."""
-    from ..diagnostics import InputError
-    from ..rules.check import check
-
     if root is None or not Path(root).is_dir():
         return []
     root = Path(root)
@@ -107,7 +109,6 @@ def fixture_corpus(root: Path | None, rules: list[Rule] | None = None,
         def build(case: Path = case) -> list[Document]:
             if case.is_file():
                 if case.stem.startswith("replay_"):  # a profile being sized or replayed (ST028), as kvproof plan checks it
-                    from ..rules.state_storage import replay_document
 
                     return [replay_document(load_path(case))]
                 return [load_path(case)]
@@ -128,8 +129,6 @@ def fixture_corpus(root: Path | None, rules: list[Rule] | None = None,
 
 def mutation_corpus(report) -> list[CorpusItem]:
     """The mutants a rule refused in a mutation report."""
-    from .campaigns import mutant_documents
-
     out = []
     for outcome in report.outcomes:
         if outcome.status != "rule":
@@ -148,9 +147,6 @@ def mutation_corpus(report) -> list[CorpusItem]:
 def run_ablation(corpus: Iterable[CorpusItem], rules: list[Rule] | None = None, limit: int = 80,
                  progress: Callable[[int, int], None] | None = None) -> AblationReport:
     """Ablate every rule over the corpus (at most ``limit`` re-checks per rule)."""
-    from ..rules.check import check
-    from ..rules.registry import all_rules
-
     start = time.perf_counter()
     rules = all_rules() if rules is None else rules
     corpus = list(corpus)

@@ -21,18 +21,31 @@ The mutation campaign, per record set:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
+import random
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import attrs
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
 
-from ..diagnostics import InputError
-from ..models.codec import dumps
-from ..models.documents import Document, load_tree
-from .explained import KNOWN_GAPS, explain
-from .mutate import Edit, document_class, edits, random_edit, sites, vocabulary_from
+from ..diagnostics import Diagnostic, InputError
+from ..executor import InProcess, executor_for, process_state, results_in_order, seeded
+from ..models.codec import dumps, parse_json, unstructure
+from ..models.documents import Document, RankTwins, load_bytes, load_parsed, load_tree, read_document
+from ..models.geometry import load_geometry
+from ..rules.check import check
+from ..rules.registry import all_rules
+from ..sim import PlanRefusal
+from ..sim.synth import synthesize
+from . import strategies
+from .explained import KNOWN_GAPS, explain, known_synth_refusal
+from .mutate import Edit, apply, document_class, edits, random_edit, sites, vocabulary_from
 from .reads import ReadLog, trace_check
 
 __all__ = [
@@ -113,17 +126,12 @@ def _expand(paths: Iterable[str]) -> list[Path]:
 
 
 def _diag(rule: str, message: str, file: str):
-    from ..diagnostics import Diagnostic
-
     return Diagnostic(rule, "$", message, file)
 
 
 def collect_inputs(paths: Iterable[str]) -> tuple[list[RecordSet], list[tuple[str, Any]]]:
     """Record sets (by directory) and geometries ``(file, Geometry)`` of the given paths; a file
     that does not load raises :class:`InputError`."""
-    from ..models.codec import parse_json
-    from ..models.documents import RankTwins, load_parsed, read_document
-
     by_directory: dict[str, list[InputDocument]] = {}
     ranks: dict[str, RankTwins] = {}  # a set's TP-rank twins, found by the loader as check finds them
     geometries: list[tuple[str, Any]] = []
@@ -219,8 +227,6 @@ class MutationReport:
         return out
 
     def rules_never_fired(self) -> list[str]:
-        from ..rules.registry import all_rules
-
         fired = self.fired()
         return [rule.id for rule in all_rules() if rule.id not in fired]
 
@@ -265,8 +271,6 @@ class MutationReport:
 
 
 def check_set(documents: list[Document], rules=None) -> list:
-    from ..rules.check import check
-
     return check(documents, rules)
 
 
@@ -303,7 +307,6 @@ def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
     """``(status, IDs, detail)`` of one mutant: loader | rule | accepted. ``reduced``: check it in
     the reduced set (see :func:`_reduced`), whose acceptance is exact only for unread fields."""
     original = record_set.documents[index]
-    from .mutate import apply
 
     tree = apply(original.tree, edit)
     try:
@@ -315,8 +318,6 @@ def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
     if reduced:
         # RS005 counts a scheduler's workers: the reduced set leaves twins out, so it would refuse
         # what the whole set accepts (an acceptance is checked again with the whole set anyway)
-        from ..rules.registry import all_rules
-
         rules = [r for r in (rules if rules is not None else all_rules()) if r.id not in _COUNTING_RULES]
     diagnostics = check_set(documents, rules)
     if diagnostics:
@@ -326,8 +327,6 @@ def evaluate(record_set: RecordSet, index: int, edit: Edit, rules=None,
 
 
 def mutant_documents(record_set: RecordSet, index: int, edit: Edit) -> list[Document]:
-    from .mutate import apply
-
     tree = apply(record_set.documents[index].tree, edit)
     return record_set.replaced(index, load_tree(tree, record_set.documents[index].file))
 
@@ -340,8 +339,6 @@ def _random_edits(file: str, cls: type, tree: Any, vocabulary: dict, count: int,
     """``count`` Hypothesis-drawn edits (deterministic for a seed), duplicates removed."""
     if count <= 0:
         return []
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
 
     all_sites = sites(cls, tree, exhaustive=True)
     drawn: list[Edit] = []
@@ -354,7 +351,6 @@ def _random_edits(file: str, cls: type, tree: Any, vocabulary: dict, count: int,
         drawn.append(edit)
 
     draw()
-    from .mutate import apply
 
     seen: set[str] = set()
     original = json.dumps(tree)
@@ -384,8 +380,6 @@ def plan_edits(record_set: RecordSet, vocabulary: dict, random_count: int, seed:
         cls = document_class(doc.kind)
         systematic = list(edits(doc.file, cls, doc.tree, vocabulary, exhaustive))
         if sample is not None and len(systematic) > sample:
-            import random
-
             chosen = sorted(random.Random(f"{seed}:{Path(doc.file).name}").sample(range(len(systematic)), sample))
             systematic = [systematic[i] for i in chosen]
         for edit in systematic:
@@ -397,8 +391,6 @@ def plan_edits(record_set: RecordSet, vocabulary: dict, random_count: int, seed:
 
 
 def _stable_hash(text: str) -> int:
-    import zlib
-
     return zlib.crc32(text.encode("utf-8"))
 
 
@@ -409,8 +401,6 @@ def run_mutation(record_sets: list[RecordSet], geometries: list[tuple[str, Any]]
     """The mutation campaign over record sets (and the acceptance of synthesized records); the
     mutants run in batches on ``executor`` (kvproof.executor: ``local`` with ``jobs`` processes,
     or a cluster's address)."""
-    from ..executor import executor_for
-
     with executor_for(executor, jobs) as pool:  # an address that cannot serve is refused before any work
         return _mutation(record_sets, geometries, random_count, seed, progress, strategy_geometries, sample,
                          exhaustive, pool)
@@ -504,8 +494,6 @@ def set_payload(record_set: RecordSet) -> tuple:
     """A record set as plain data, ``(key, name, ((file, tree, twin key), ...))``: what a unit
     carries to a process that has not loaded it (the key is the digest of the rest; the twin key
     is :meth:`RecordSet.twin_keys`', the loader's finding, not found again there)."""
-    import hashlib
-
     files = tuple((d.file, d.tree, twin) for d, twin in zip(record_set.documents, record_set.twin_keys()))
     key = hashlib.sha256(json.dumps([record_set.name, files], sort_keys=True, default=repr).encode()).hexdigest()
     return key, record_set.name, files
@@ -525,8 +513,6 @@ def mutation_batch(payload: tuple, tasks: list[tuple]) -> list[tuple]:
     """A unit of the mutation campaign: ``(status, IDs, detail, reads)`` of each mutant of
     ``tasks`` (``(kind, index, edit[, trace])``) of the record set ``payload``
     (:func:`set_payload`), loaded once per process."""
-    from ..executor import process_state
-
     key, name, files = payload
     record_set = process_state(("kvproof.fuzz.set", key), lambda: _loaded_set(name, files))
     return [_run_task(record_set, task) for task in tasks]
@@ -537,10 +523,6 @@ def _evaluate_all(record_sets: dict[str, RecordSet], items: list[tuple], pool,
     """Run mutant tasks ``(kind, set name, index, edit[, trace])`` in batches of one record set
     each on ``pool`` (kvproof.executor); results in input order, so the report does not depend on
     where they ran."""
-    from ..executor import InProcess, results_in_order, seeded
-
-    import itertools
-
     payloads = {name: set_payload(record_set) for name, record_set in record_sets.items()}
     units: list[tuple] = []
     for name, run in itertools.groupby(items, key=lambda task: task[1]):  # a record set's mutants, in turn
@@ -605,8 +587,6 @@ def synth_acceptance(geometries: Iterable[tuple[str, Any]], strategy_examples: i
             results.append(SynthResult("kvproof.fuzz.strategies", "unavailable",
                                        ["kvproof.fuzz.strategies.geometries() is not available"]))
         else:
-            from ..models.geometry import load_geometry
-
             for number, tree in enumerate(drawn):
                 source = f"strategies.geometries() example {number}"
                 try:
@@ -621,15 +601,9 @@ def synth_acceptance(geometries: Iterable[tuple[str, Any]], strategy_examples: i
 
 
 def strategy_geometry_examples(count: int, seed: int) -> list | None:
-    try:
-        from . import strategies  # noqa: PLC0415 - owned by another module; optional
-    except ImportError:
-        return None
     factory = getattr(strategies, "geometries", None)
     if factory is None:
         return None
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
 
     drawn: list = []
 
@@ -645,12 +619,6 @@ def strategy_geometry_examples(count: int, seed: int) -> list | None:
 
 
 def _synth_one(source: str, geometry: Any) -> SynthResult:
-    from ..models.codec import unstructure
-    from ..models.documents import load_bytes
-    from ..rules.check import check
-    from ..sim import PlanRefusal
-    from ..sim.synth import synthesize
-
     try:
         synthesized = synthesize(geometry)
     except PlanRefusal as exc:
@@ -663,8 +631,6 @@ def _synth_one(source: str, geometry: Any) -> SynthResult:
         return SynthResult(source, "refused", [d.render() for d in exc.diagnostics[:10]], geometry)
     diagnostics = check(documents)
     if diagnostics:
-        from .explained import known_synth_refusal
-
         known = known_synth_refusal({d.rule for d in diagnostics}, synthesized.plan)
         rendered = [d.render() for d in diagnostics[:10]]
         if known is not None:

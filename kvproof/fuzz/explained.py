@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import attrs
 
+from ..formulas.blocks_per_request import max_in_flight_tokens
 from .mutate import Edit
 
 __all__ = ["Explanation", "VALID_VARIANTS", "KNOWN_GAPS", "KNOWN_SYNTH_REFUSALS", "explain", "known_synth_refusal"]
@@ -100,8 +101,6 @@ def _was(*values: Any) -> Callable[[Edit, Any], bool]:
 
 def _in_flight_derivable(edit: Edit, tree: Any) -> bool:
     """The record's max_in_flight_tokens is what SU derives when it is absent (config/vllm.py:600-609)."""
-    from ..formulas.blocks_per_request import max_in_flight_tokens
-
     config = _at(tree, ("resolved_config",)) or {}
     recorded = config.get("max_in_flight_tokens")
     batched = config.get("max_num_batched_tokens")

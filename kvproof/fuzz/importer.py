@@ -12,13 +12,20 @@ Strategies (public):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from ..importer import profile_of as imported
 from ..models import record as r
+from ..models.geometry import load_geometry
 from ..models.profile import Profile
+from ..rules.record_sets import pool_block_bytes
+from ..sim import PlanRefusal
+from ..sim.synth import synthesize
+from .strategies import geometries
 
 __all__ = ["profile_of", "record_sets", "profiles"]
 
@@ -26,9 +33,6 @@ def profile_of(scheduler: r.SchedulerRecord, workers: list[r.WorkerRecord], *, m
     """The product importer's profile (:func:`kvproof.importer.profile_of`) of one scheduler and
     its workers; ``ValueError`` where the import gate refuses pool blocks that differ across
     ranks (RS010)."""
-    from ..importer import profile_of as imported
-    from ..rules.record_sets import pool_block_bytes
-
     if len({pool_block_bytes(worker.cache) for worker in workers}) != 1:
         raise ValueError("RS010: the workers' pool blocks differ")
     return imported(scheduler, workers, model=model)
@@ -37,13 +41,6 @@ def profile_of(scheduler: r.SchedulerRecord, workers: list[r.WorkerRecord], *, m
 @st.composite
 def record_sets(draw, **geometry_options: Any):
     """A :class:`kvproof.sim.synth.SynthesizedRecords` for a geometry vLLM 0.33.0 starts with."""
-    import json
-
-    from ..models.geometry import load_geometry
-    from ..sim import PlanRefusal
-    from ..sim.synth import synthesize
-    from .strategies import geometries
-
     document = draw(geometries(**geometry_options))
     try:
         return synthesize(load_geometry(json.dumps(document)))

@@ -35,9 +35,16 @@ import typing
 from typing import Any, Iterable, Iterator, Literal, get_args, get_origin
 
 import attrs
+from hypothesis import strategies as st
 
+from ..formulas.dtypes import ELEMENT_BYTES as DTYPE_BYTES
 from ..models.codec import ABSENT, MAX_SAFE_INT, Scalar, SignedInt
+from ..models.profile import Profile
+from ..models.record import SchedulerRecord, WorkerRecord
 from ..rules.core import child
+from ..rules.spec_classes import ATTENTION_SPECS, STATE_SPECS, UNIFORM_GROUP
+from ..sim.startup.layout import KVCacheLayout
+from .reads import MODEL_CLASSES
 
 __all__ = [
     "Site", "Edit", "VOCABULARY", "UNKNOWN", "sites", "edits", "site_edits", "apply", "json_path",
@@ -49,10 +56,6 @@ UNKNOWN = "kvproof-unknown"
 
 
 def _static_vocabulary() -> dict[str, tuple[str, ...]]:
-    from ..rules.spec_classes import ATTENTION_SPECS, STATE_SPECS, UNIFORM_GROUP
-    from ..formulas.dtypes import ELEMENT_BYTES as DTYPE_BYTES
-    from ..sim.startup.layout import KVCacheLayout
-
     dtypes = tuple(sorted(DTYPE_BYTES)) + ("torch.bfloat16",)
     return {
         "spec_type": tuple(ATTENTION_SPECS) + tuple(STATE_SPECS) + (
@@ -81,9 +84,6 @@ VOCABULARY: dict[str, tuple[str, ...]] = _static_vocabulary()
 
 
 def document_class(kind: str) -> type:
-    from ..models.profile import Profile
-    from ..models.record import SchedulerRecord, WorkerRecord
-
     return {"profile": Profile, "worker": WorkerRecord, "scheduler": SchedulerRecord}[kind]
 
 
@@ -163,8 +163,6 @@ _ENUM_VALUES = frozenset(value for values in VOCABULARY.values() for value in va
 
 @functools.cache  # pure: the field names of the document models, asked for per element
 def _field_names() -> frozenset[str]:
-    from .reads import MODEL_CLASSES
-
     return frozenset(field.name for cls in MODEL_CLASSES for field in attrs.fields(cls))
 
 
@@ -444,8 +442,6 @@ def edits(file: str, cls: type, tree: Any, vocabulary: dict[str, tuple[str, ...]
 def random_edit(file: str, all_sites: list[Site], tree: Any, vocabulary: dict[str, tuple[str, ...]] | None = None):
     """A Hypothesis strategy of single-field edits of ``tree`` at any of ``all_sites`` (usually
     the exhaustive site list), with arbitrary values as well as the systematic ones."""
-    from hypothesis import strategies as st
-
     vocabulary = VOCABULARY if vocabulary is None else vocabulary
     near = st.integers(-4, 4)
 

@@ -32,15 +32,21 @@ from fractions import Fraction
 from typing import Any, Iterable
 
 import attrs
+import z3
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 
 from ..diagnostics import InputError
-from ..logic import concrete_bool
+from ..logic import _string_val, concrete_bool
 from ..models.codec import ABSENT, MAX_SAFE_INT, unstructure
 from ..models.documents import Document
 from ..rules.core import Rule
+from ..solver import symbolic as sym
 from ..solver.encode import encode_rule, instance_key, targets
 from ..solver.pins import DEFAULT_PINS, PIN_ROUNDS, learning_pins
-from ..solver.symbolic import Policy, ReadLog, build
+from ..solver.shapes import shrink_profile, shrink_record
+from ..solver.symbolic import Policy, ReadLog, SymValue, build
 from ..solver.witnesses import load_documents
 from .mutate import UNKNOWN, VOCABULARY, document_class
 
@@ -116,8 +122,6 @@ class Mismatch:
 def exact_string(value: str):
     """A z3 string constant equal to ``value`` character by character (``z3.StringVal`` would read
     ``\\u{..}`` sequences in it as escapes)."""
-    from ..logic import _string_val
-
     return _string_val(value)
 
 
@@ -195,8 +199,6 @@ def shapes_from_sets(record_sets, max_groups: int = 2, layers: int = 1, probe: b
     """Shape templates ``(name, [(kind, file, tree, role)])`` of record sets: per distinct cache
     group (and the first pair of distinct groups), the first worker and the scheduler shrunk to it
     (with the accepted probe of themselves once per set), and each profile's groups one by one."""
-    from ..solver.shapes import shrink_profile, shrink_record
-
     out: list[tuple[str, list]] = []
     seen: set[str] = set()
 
@@ -247,10 +249,6 @@ _TRICKY_STRINGS = ("", " ", "\\u{4d}ambaSpec", "MambaSpec ", "mambaspec", "atten
 
 def value_strategy(leaf) -> Any:
     """A Hypothesis strategy of ``(tag, value)`` for a symbolic leaf (tag None for a required leaf)."""
-    from hypothesis import strategies as st
-
-    from ..solver import symbolic as sym
-
     template = leaf.template
     field = leaf.spath.rsplit(".", 1)[-1]
 
@@ -304,8 +302,6 @@ def value_strategy(leaf) -> Any:
 
 def template_value(leaf) -> tuple[Any, Any]:
     """``(tag, value)`` of the leaf's template value."""
-    from ..solver import symbolic as sym
-
     value = leaf.template
     if not leaf.optional:
         return None, value
@@ -328,8 +324,6 @@ def template_value(leaf) -> tuple[Any, Any]:
 
 def concrete_documents(shape: ParityShape, values: dict[int, tuple[Any, Any]]) -> list[tuple[str, Any]]:
     """``(file, JSON tree)`` of every document with the leaves' values put in."""
-    from ..solver.symbolic import SymValue
-
     by_id: dict[int, Any] = {}
     for index, leaf in enumerate(shape.leaves):
         tag, value = values.get(index, template_value(leaf))
@@ -357,8 +351,6 @@ def _rebuild(value: Any, by_id: dict, symvalue: type) -> Any:
 
 
 def _sort_kind(sort) -> str:
-    import z3
-
     if sort == z3.BoolSort():
         return "bool"
     if sort == z3.IntSort():
@@ -369,8 +361,6 @@ def _sort_kind(sort) -> str:
 
 
 def _lift(value: Any, kind: str) -> Any:
-    import z3
-
     if kind == "bool":
         return z3.BoolVal(bool(value))
     if kind == "int":
@@ -386,7 +376,6 @@ def _variables(shape: ParityShape) -> list:
     cached = getattr(shape, "_variables", None)
     if cached is not None:
         return cached
-    import z3
 
     out = []
     for leaf in shape.leaves:
@@ -410,8 +399,6 @@ def _default(kind: str) -> Any:
 
 def _leaf_pairs(shape: ParityShape, index: int, tag: Any, value: Any) -> list[tuple[Any, Any]]:
     """(z3 constant, z3 value) for the variables of one leaf."""
-    import z3
-
     leaf, variables = shape.leaves[index], _variables(shape)[index]
     if not leaf.optional:
         var, kind = variables
@@ -425,8 +412,6 @@ def _template_model(shape: ParityShape):
     """A z3 model holding every leaf's template value (cached on the shape)."""
     model = getattr(shape, "_model", None)
     if model is None:
-        import z3
-
         model = z3.Model()
         for index, leaf in enumerate(shape.leaves):
             for var, value in _leaf_pairs(shape, index, *template_value(leaf)):
@@ -552,8 +537,6 @@ def _evaluate(shape: ParityShape, values: dict, terms: list) -> list[bool | None
     """Each term's truth value under the input (None when it is not a constant): the template
     model, with the changed leaves' variables updated (and restored afterwards), evaluates every
     term in z3's own evaluator."""
-    import z3
-
     model = _template_model(shape)
     changed = [pair for index, (tag, value) in values.items() for pair in _leaf_pairs(shape, index, tag, value)]
     restore = [pair for index in values for pair in _leaf_pairs(shape, index, *template_value(shape.leaves[index]))]
@@ -639,8 +622,6 @@ def _record(report: ParityReport, mismatch: Mismatch) -> None:
 def input_strategy(shapes: list[ParityShape]):
     """A Hypothesis strategy of ``(shape index, {leaf index: (tag, value)})``: usually one to three
     leaves changed, sometimes many."""
-    from hypothesis import strategies as st
-
     @st.composite
     def draw(draw_):
         index = draw_(st.integers(0, len(shapes) - 1))
@@ -663,9 +644,6 @@ def input_strategy(shapes: list[ParityShape]):
 def run_parity(shapes: list[ParityShape], rules: list[Rule], examples: int, seed: int,
                progress=None) -> ParityReport:
     """``examples`` Hypothesis-drawn inputs over the shapes (deterministic for a seed)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
-
     report = ParityReport(shapes=[s.name for s in shapes], shape_seconds=sum(s.seconds for s in shapes))
     for shape in shapes:
         for rule in rules:

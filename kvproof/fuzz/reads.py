@@ -21,7 +21,9 @@ import attrs
 from ..models import profile as _profile
 from ..models import record as _record
 from ..models.documents import Document
+from ..rules.check import check
 from ..rules.core import Binding, Rule
+from ..rules.registry import all_rules
 
 __all__ = ["MODEL_CLASSES", "ReadLog", "tracing", "traced_rules", "trace_check", "model_fields"]
 
@@ -157,9 +159,6 @@ def traced_rules(rules: Iterable[Rule], log: ReadLog) -> list[Rule]:
 def trace_check(documents: Iterable[Document], rules: Iterable[Rule] | None = None,
                 log: ReadLog | None = None) -> tuple[list, ReadLog]:
     """Run the checker on ``documents`` and return its diagnostics and the reads of its rules."""
-    from ..rules.check import check
-    from ..rules.registry import all_rules
-
     log = log if log is not None else ReadLog()
     wrapped = traced_rules(all_rules() if rules is None else rules, log)
     with tracing(log):

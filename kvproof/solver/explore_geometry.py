@@ -48,10 +48,20 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Iterable
 
-from ..diagnostics import KvproofError
-from ..models.codec import MAX_SAFE_INT
-from .expression import Expression, ExpressionError, describe, parse
+import attrs
+import z3
+
+from .. import logic
+from ..diagnostics import InputError, KvproofError
+from ..formulas import concurrency
+from ..logic import is_symbolic
+from ..models.codec import MAX_SAFE_INT, dumps, present
+from ..models.geometry import load_geometry
+from ..sim import plan
+from ..sim.document import plan_to_document, simulate_document, simulate_geometry
+from ..sim.startup import pool
 from .calls import Config
+from .expression import Expression, ExpressionError, describe, parse
 
 __all__ = [
     "GeometryExploreError", "OpenField", "Domain", "GeometryExploreResult", "explore_geometry", "parse_open",
@@ -394,9 +404,6 @@ class Evaluator:
             return self.cache[index]
         if self.plans >= self.max_plans:
             raise BudgetExhausted()
-        from ..diagnostics import InputError
-        from ..models.geometry import load_geometry
-        from ..sim.document import simulate_geometry
 
         tree = self.tree(index)
         values = tuple(f.domain.value(i) for f, i in zip(self.fields, index))
@@ -584,10 +591,6 @@ def _window(ev: Evaluator, index: int, n: int) -> None:
 def _finish(ev: Evaluator, out: GeometryExploreResult, best: Outcome | None) -> GeometryExploreResult:
     """The answer replayed through ``simulate`` (its text, as ``kvproof simulate`` reads it), with
     its neighbours in the domain."""
-    from ..models.codec import dumps
-    from ..models.geometry import load_geometry
-    from ..sim.document import simulate_document
-
     if best is None:
         out.status = "infeasible"
         out.reason = "no candidate of the domain meets the requirements"
@@ -632,14 +635,6 @@ def _neighbours(ev: Evaluator, best: Outcome) -> list[Outcome]:
 
 def _symbolic(ev: Evaluator, out: GeometryExploreResult, timeout: float, rlimit: int | None) -> str | None:
     """Answers into ``out`` and returns None, or returns why the route does not apply."""
-    import attrs
-
-    from .. import logic
-    from ..models.codec import present
-    from ..models.geometry import load_geometry
-    from ..sim import plan
-    from ..sim.document import plan_to_document
-
     fields = ev.fields
     if not all(f.is_memory for f in fields):
         return "an open field other than available_memory_bytes"
@@ -698,8 +693,6 @@ def _symbolic(ev: Evaluator, out: GeometryExploreResult, timeout: float, rlimit:
             return "the probe's plan and its document disagree"
         if not planned.groups:
             return "an attention-free model (no pool)"
-        from ..formulas import concurrency
-        from ..sim.startup import pool
 
         started, own = [], []
         for worker, m in zip(planned.workers, per_worker):
@@ -830,14 +823,10 @@ def _structure(document: dict) -> dict:
 
 
 def _is_bool(value: Any) -> bool:
-    from ..logic import is_symbolic
-
     return type(value) is bool or (is_symbolic(value) and value.sort().name() == "Bool")
 
 
 def _is_number(value: Any) -> bool:
-    from ..logic import is_symbolic
-
     if isinstance(value, bool):
         return False
     return isinstance(value, (int, float, Fraction)) or (is_symbolic(value) and value.sort().name() in ("Int", "Real"))
@@ -856,8 +845,6 @@ def _number_term(z3: Any, value: Any) -> Any:
 
 
 def _z3_number(value: Any) -> Any:
-    import z3
-
     if z3.is_int_value(value):
         return value.as_long()
     if z3.is_rational_value(value):

@@ -38,6 +38,10 @@ from typing import Any, Callable, Iterable
 
 from .. import logic
 from ..diagnostics import KvproofError
+from ..formulas import concurrency, pages
+from ..formulas import blocks_per_request as demand
+from ..models.codec import ABSENT
+from .symbolic import SymbolicFlowError
 
 __all__ = ["ExpressionError", "Expression", "parse", "HELPERS", "symbolic_value"]
 
@@ -141,16 +145,12 @@ HELPERS: dict[str, Callable[..., Any]] = {
 
 
 def _constants() -> dict[str, Any]:
-    from ..models.codec import ABSENT
-
     return {"ABSENT": ABSENT}
 
 
 def _formula_functions() -> dict[tuple[str, ...], Callable[..., Any]]:
     """``(module, function)`` and ``("sim", module, function)`` for every public function a
     formula module defines itself (not what it imports)."""
-    from ..formulas import blocks_per_request as demand, concurrency, pages
-
     out: dict[tuple[str, ...], Callable[..., Any]] = {}
     for name, module in zip(FORMULA_MODULES, (demand, pages, concurrency)):
         for attr, value in vars(module).items():
@@ -423,8 +423,6 @@ def _symbolic(value: Any) -> bool:
 def _need_concrete(value: Any, what: str, node: ast.AST) -> None:
     """A symbolic value where the language needs a concrete one: the solver pins the leaf."""
     if _symbolic(value):
-        from .symbolic import SymbolicFlowError
-
         raise SymbolicFlowError(f"{what} must be concrete (at {node.lineno}:{node.col_offset + 1})",
                                 terms=logic._terms_of(value))
 

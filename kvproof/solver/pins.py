@@ -14,6 +14,7 @@ import json
 from typing import Any, Callable, Iterable, TypeVar
 
 import z3
+from z3 import z3core as c
 
 from ..diagnostics import KvproofError
 from ..logic import ConcreteRequired
@@ -88,8 +89,6 @@ def nonlinear_consts(terms: Iterable[Any]) -> set[str]:
     """Names of the constants that occur under a nonlinear node of the terms: a product with two
     or more non-constant factors, or a division/modulo by a non-constant (every operand's
     constants). Empty: the terms are linear."""
-    from z3 import z3core as c
-
     ctx = z3.main_ctx().ref()
     app_kind = z3.Z3_APP_AST
     uninterpreted = z3.Z3_OP_UNINTERPRETED

@@ -18,10 +18,23 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
+import typing
+from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
 import attrs
+
+from ..diagnostics import InputError
+from ..models.codec import ABSENT, parse_json
+from ..models.documents import detect_kind, read_document
+from ..models.profile import Profile
+from ..models.record import SchedulerRecord, WorkerRecord
+from ..rules.core import child
+from ..rules.profile_records import derived_name
+from ..rules.record_sets import RAW_FIELDS
+from .symbolic import Policy, _hints, _leaf_kind, _unwrap_optional, schema_path
 
 __all__ = ["Shape", "Bound", "examples_dir", "no_shapes_reason", "base_shapes", "mutations", "shrink_record", "shrink_profile",
            "DOCUMENT_CLASSES", "tree_size"]
@@ -30,9 +43,6 @@ KINDS = ("profile", "worker", "scheduler")
 
 
 def document_class(kind: str) -> type:
-    from ..models.profile import Profile
-    from ..models.record import SchedulerRecord, WorkerRecord
-
     return {"profile": Profile, "worker": WorkerRecord, "scheduler": SchedulerRecord}[kind]
 
 
@@ -113,7 +123,6 @@ def examples_dir() -> Path:
     env = os.environ.get("KVPROOF_EXAMPLES")
     if env:
         return Path(env)
-    from importlib import resources
 
     # kvproof is installed as plain files (never zipped): the traversable is a real path
     return Path(str(resources.files("kvproof").joinpath("examples")))
@@ -131,9 +140,6 @@ def _load_examples(root: Path) -> list[tuple[str, dict[str, tuple[str, Any]]]]:
     out = []
     if not root.is_dir():
         return out
-    from ..diagnostics import InputError
-    from ..models.codec import parse_json
-    from ..models.documents import detect_kind, read_document
 
     for directory in sorted(p for p in root.iterdir() if p.is_dir()):
         files = {}
@@ -215,8 +221,6 @@ def shrink_profile(tree: dict, keep_groups: list[int], rename: bool = False) -> 
     if isinstance(groups, list):
         kept = [groups[i] for i in keep_groups if i < len(groups)]
         if rename:
-            from ..rules.profile_records import derived_name
-
             for new, (old, group) in enumerate(zip(keep_groups, kept)):
                 if isinstance(group, dict) and group.get("name") == derived_name(old):
                     group["name"] = derived_name(new)
@@ -271,8 +275,6 @@ def _profile_variants(tree: dict) -> list[tuple[str, dict]]:
     resources = tree.get("resources") or {}
     groups = resources.get("cache_groups")
     if isinstance(groups, list) and groups:
-        from ..rules.profile_records import derived_name
-
         renamed = copy.deepcopy(tree)
         renamed["resources"]["cache_groups"][-1]["name"] = f"{groups[-1].get('name')}.x"
         out.append(("a group renamed", renamed))
@@ -291,8 +293,6 @@ def _profile_variants(tree: dict) -> list[tuple[str, dict]]:
 def _with_raw_cache_config(docs: list, profile: tuple) -> list:
     """The record set with the scheduler's ``raw_cache_config`` stated (the examples carry none):
     its resolved twins (RS013) and the profile's gpu_memory_utilization, which PA016 compares."""
-    from ..rules.record_sets import RAW_FIELDS
-
     out = []
     for kind, file, tree in docs:
         if kind == "scheduler":
@@ -439,12 +439,6 @@ def mutations(shape: Shape, pins: Iterable[str] = (), alternatives: dict | None 
 
 def _mutate(cls: type, tree: Any, path: str, spath: str, pins: frozenset, alternatives: dict) -> Iterable[tuple[str, Any]]:
     """(description, mutated tree) for single structural edits inside an attrs object's tree."""
-    import typing
-
-    from .symbolic import Policy, _hints, _leaf_kind, _unwrap_optional, schema_path
-    from ..models.codec import ABSENT
-    from ..rules.core import child
-
     if not isinstance(tree, dict):
         return
     hints = _hints(cls)
@@ -558,8 +552,6 @@ def alternatives(root: Path | None = None) -> dict[str, list]:
 
 
 def _collect(tree: Any, spath: str, out: dict) -> None:
-    from .symbolic import schema_path
-
     if isinstance(tree, dict):
         keyed = spath.endswith(("layer_specs", "layer_tensors"))
         for key, value in tree.items():
@@ -585,11 +577,6 @@ def _drop(tree: dict, key: str) -> dict:
 
 def _default_tree(type_: Any) -> Any:
     """A small well-typed instance of a nested object type (required fields only)."""
-    import typing
-
-    from .symbolic import _hints, _leaf_kind, _unwrap_optional
-    from ..models.codec import ABSENT
-
     origin = typing.get_origin(type_)
     if origin is list:
         return []
@@ -617,8 +604,6 @@ def _default_tree(type_: Any) -> Any:
 
 def path_segments(path: str) -> list[str]:
     """``$.a.b[0]["x.y"]`` -> ``["$", ".a", ".b", "[0]", '["x.y"]']``."""
-    import re
-
     return re.findall(r'\$|\.[A-Za-z_][A-Za-z0-9_]*|\[[^\]]*\]', path)
 
 

@@ -44,6 +44,7 @@ from typing import Any, Iterable, Literal, get_args, get_origin
 
 import attrs
 import z3
+from z3 import z3core as c
 
 from ..diagnostics import KvproofError
 from ..logic import ConcreteRequired, _string_val
@@ -820,8 +821,6 @@ def _concretize(doc: "SymbolicDocument", model: z3.ModelRef, touched: set[str] |
 
 def collect_consts(terms: Iterable[Any]) -> set[str]:
     """Names of the uninterpreted constants of z3 terms (a fast DAG walk on z3's C API)."""
-    from z3 import z3core as c
-
     ctx = z3.main_ctx().ref()
     seen: set[int] = set()
     out: set[str] = set()

@@ -17,6 +17,7 @@ import attrs
 
 from ..diagnostics import Diagnostic, InputError
 from ..models.documents import Document, load_bytes, load_path, load_tree
+from ..output import OutputFolder
 from ..rules.check import check
 from ..rules.core import Rule
 from .encode import role_of
@@ -105,8 +106,6 @@ def write_documents(directory: Path, name: str, documents: list[tuple[str, str]]
     nothing is written through a link (``DIR/NAME`` a link to another folder is an
     ``OutputError``), and what an earlier run wrote as ``NAME.json`` or below ``NAME/`` is
     removed only when this run does not write it again and kvproof wrote it (never a user's file)."""
-    from ..output import OutputFolder
-
     # one document of the checked role is NAME.json; a role is kept by its folder (NAME/replay/..)
     single = len(documents) == 1 and "/" not in documents[0][0]
     with OutputFolder(directory) as folder:

@@ -78,6 +78,7 @@ def claim(*, id: str, text: str, kind: str, expect: str = "holds", reason: str |
 
 
 def shipped_claims() -> list[Claim]:
+    # imported here, not at the top: they import ``claim`` from this package (a cycle at import)
     from . import profile, records  # noqa: F401 - importing declares the claims
 
     return [c for c in _DECLARED.values() if c.formula.__module__.startswith(__name__)]

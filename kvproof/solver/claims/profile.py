@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ...logic import And, Implies, ValueOf
-from ...models.codec import ABSENT
 from ...formulas import blocks_per_request as demand
+from ...logic import And, Implies, Present, ValueOf
+from ...models.codec import ABSENT
 from . import claim
 
 
@@ -18,7 +18,6 @@ def _align(profile):
     if memory is ABSENT or memory is None:
         return False
     mode = memory.mamba_cache_mode
-    from ...logic import Present
 
     return And(Present(mode), mode == "align")
 

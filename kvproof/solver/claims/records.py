@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ...logic import And
+from ...rules.block_ownership import view_extent
+from ...rules.layout import layer_views
 from ...rules.startup_concurrency import total_blocks
 from . import claim
 
@@ -30,9 +32,6 @@ def admits_one_request(record):
 def views_inside_storage(record):
     """Follows from BO001 (one storage, tensor size = storage size), BO004 (tensor region inside
     the storage) and BO008 (the view inside its page)."""
-    from ...rules.block_ownership import view_extent
-    from ...rules.layout import layer_views
-
     size = record.cache.storages[0].size_bytes if record.cache.storages else 0
     checks = []
     for instance in layer_views(record):
