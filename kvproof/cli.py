@@ -9,6 +9,7 @@ Hypothesis.
 
 from __future__ import annotations
 
+import _thread
 import functools
 import os
 import sys
@@ -94,14 +95,27 @@ def _solver_interrupts() -> None:
 
     def _unraisable(unraisable) -> None:
         if _is_interrupt(unraisable.exc_value):  # swallowed in a __del__: deliver it again
-            # from another thread: raised here, inside the hook, it would be swallowed as well
-            threading.Thread(target=signal.raise_signal, args=(signal.SIGINT,), daemon=True).start()
+            _SIGINT.set()
+            calls = sys.modules.get("kvproof.solver.calls")
+            if calls is not None:  # the next solver call raises KeyboardInterrupt, outside any hook
+                calls.interrupt()
+            # and for the code between calls, the signal again, from a thread that does not make
+            # this hook wait for it (raised here, or while Thread.start waits, it is swallowed too)
+            _thread.start_new_thread(_deliver_sigint_soon, ())
             return
         if _SIGINT.is_set():
             return  # the interrupt's aftermath in a destructor: the command ends with 130 anyway
         previous(unraisable)
 
     sys.unraisablehook = _unraisable
+
+
+def _deliver_sigint_soon() -> None:
+    import signal
+    import time
+
+    time.sleep(0.05)  # the hook that started this thread has returned by then
+    signal.raise_signal(signal.SIGINT)
 
 
 def _is_interrupt(exc: BaseException | None) -> bool:
