@@ -91,6 +91,16 @@ def _later_layer_spec(edit: Edit, tree: Any) -> bool:
     return bool(names) and path[4] != names[0]
 
 
+def _stride_of_a_size_one_dimension(edit: Edit, tree: Any) -> bool:
+    """The edit is one element of a view's ``stride_bytes`` whose dimension has size 1."""
+    path = edit.site.path
+    if len(path) < 2 or path[-2] != "stride_bytes" or not isinstance(path[-1], int):
+        return False
+    view = _at(tree, path[:-2])
+    shape = view.get("shape") if isinstance(view, dict) else None
+    return isinstance(shape, list) and path[-1] < len(shape) and shape[path[-1]] == 1
+
+
 def _was(*values: Any) -> Callable[[Edit, Any], bool]:
     def test(edit: Edit, tree: Any) -> bool:
         old = _old(edit, tree)
@@ -175,6 +185,10 @@ _STATE_STORAGE_VARIANTS: tuple[Explanation, ...] = (
 
 VALID_VARIANTS: tuple[Explanation, ...] = (
     *_STATE_STORAGE_VARIANTS,
+    # ---- a view's stride along a dimension of size 1 (found by `fuzz --seed 40221`)
+    Explanation("LayerView", "stride_bytes", "any stride of a dimension of size 1: its only index is 0, so the "
+                "stride addresses no byte and every value is the same view (torch reports such strides freely)",
+                ops=_OTHER, when=_stride_of_a_size_one_dimension),
     # ---- the scheduler process's Mamba block (seed 001: 16 next to the workers' 2,176)
     Explanation("ResolvedConfig", "mamba_block_size", "any value in a scheduler record: the multiprocess executor "
                 "aligns the Mamba block in the worker processes only (multiproc_executor.py:802), so no rule "

@@ -192,3 +192,21 @@ def test_every_edit_of_an_imported_profile_next_to_its_records_is_refused_or_exp
     assert "survivor" not in verdicts, verdicts
     assert verdicts["rule"] > 0 and verdicts["loader"] > 0
     assert variants == {("RuntimeMemory", "gpu_memory_utilization")}
+
+
+def test_a_stride_of_a_size_one_dimension_is_a_valid_variant_and_no_other_stride_is() -> None:
+    # found by `kvproof fuzz --seed 40221`: [400, 1, 8, 16] strided [256, 32, 32, 2] -> [256, 30, 32, 2]
+    # is the same view (index 0 is the only one along a dimension of size 1)
+    from kvproof.fuzz.mutate import Edit, Site
+
+    tree = {"schema_version": "kvproof/record/v1", "kind": "worker", "cache": {"layer_tensors": {"l": [
+        {"shape": [400, 1, 8, 16], "stride_bytes": [256, 32, 32, 2]}]}}}
+
+    def edit(index: int) -> Edit:
+        site = Site(("cache", "layer_tensors", "l", 0, "stride_bytes", index), "LayerView", "stride_bytes", "int",
+                    element=True)
+        return Edit("worker.json", site, "number", 30)
+
+    assert explained.explain(edit(1), tree) is not None
+    assert explained.explain(edit(2), tree) is None
+    assert explained.explain(edit(0), tree) is None
