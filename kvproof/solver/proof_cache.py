@@ -34,8 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import z3
 
 from ..executor import folder_digest
+from ..output import OutputFolder
 from ..rules.core import Binding, Rule
 from .witnesses import replay_refusal
 
@@ -134,8 +136,6 @@ def reached_sources(*roots: Any, memo: dict | None = None) -> dict[str, str]:
 
 def _environment(bound: Any, config: Any, examples: Path) -> str:
     """What every key shares: code the proofs run through, the bound, the budget, the examples."""
-    import z3
-
     parts = {
         "format": FORMAT,
         "solver": folder_digest(_PACKAGE / "solver", "*.py"),
@@ -230,8 +230,6 @@ class ProofCache:
         fields["documents"] = [list(d) for d in fields["documents"]]
         payload = {"format": FORMAT, "key": self.key(rule), "result": fields}
         text = json.dumps({"payload": payload, "checksum": _checksum(payload)}, indent=1, sort_keys=True) + "\n"
-        from ..output import OutputFolder
-
         with OutputFolder(self.root) as folder:
             folder.add(self._name(rule), text)
             folder.clear_own(f"{rule.id}-")  # the entries of this rule's older keys
