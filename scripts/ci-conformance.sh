@@ -12,7 +12,8 @@
 # 2. The seed: the first 8 hex digits of `git rev-parse HEAD` as an integer; outside a git checkout
 #    the documented fallback 20261129. It is Hypothesis' seed (--hypothesis-seed) and
 #    KVPROOF_REQUESTS_SEED (the random workloads and the requests Hypothesis test).
-# 3. pytest -m conformance tests/conformance: goldens, examples, KVPROOF_CONFORMANCE_EXAMPLES (default
+# 3. pytest -m conformance tests/conformance, on every core (-n auto; KVPROOF_CONFORMANCE_WORKERS
+#    sets the number, 0 runs in one process; the workers' comparisons merge into one summary): goldens, examples, KVPROOF_CONFORMANCE_EXAMPLES (default
 #    200) planning geometries per model family, KVPROOF_REQUESTS_RANDOM (default 40) random workloads,
 #    KVPROOF_REQUESTS_HYPOTHESIS (default 400) generated requests cases (tight pools that preempt
 #    included). A disagreement fails the step; the summary prints it with its shrunk geometry and
@@ -56,7 +57,7 @@ KVPROOF_ORACLE_PYTHON="$venv/bin/python" KVPROOF_CONFORMANCE_REQUIRED=1 KVPROOF_
   KVPROOF_CONFORMANCE_EXAMPLES="$planning" KVPROOF_REQUESTS_RANDOM="$random_cases" \
   KVPROOF_REQUESTS_HYPOTHESIS="$requests_cases" \
   python -m pytest -m conformance tests/conformance tests/test_executor.py -p no:cacheprovider -q \
-  --hypothesis-seed="$seed" -o addopts="" || status=$?
+  --hypothesis-seed="$seed" -o addopts="" -n "${KVPROOF_CONFORMANCE_WORKERS:-auto}" || status=$?
 if [[ $status -eq 5 ]]; then
   log "pytest collected no conformance test: that is a failure here"
   status=1

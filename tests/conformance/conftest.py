@@ -182,6 +182,31 @@ class Report:
         self.disagreements.append({"test": test, "geometry": geometry, "differences": differences})
 
 
+    def to_json(self) -> dict:
+        """What an xdist worker sends back to the controller (``workeroutput`` holds JSON only)."""
+        return {"cases": self.cases, "agreements": self.agreements, "by_test": self.by_test,
+                "disagreements": self.disagreements, "coverage": self.coverage,
+                "distinct": {test: sorted(seen) for test, seen in self.distinct.items()},
+                "workloads": self.workloads}
+
+    def merge(self, other: dict) -> None:
+        """Add a worker's comparisons to this (the controller's) report."""
+        self.cases += other["cases"]
+        self.agreements += other["agreements"]
+        for test, counts in other["by_test"].items():
+            mine = self.by_test.setdefault(test, [0, 0])
+            self.by_test[test] = [a + b for a, b in zip(mine, counts)]
+        self.disagreements.extend(other["disagreements"])
+        self.disagreements.sort(key=lambda item: (item["test"], json.dumps(item, sort_keys=True)))
+        for key, cases in other["coverage"].items():
+            self.coverage[key] = self.coverage.get(key, 0) + cases
+        for test, seen in other["distinct"].items():
+            self.distinct.setdefault(test, set()).update(seen)
+        for test, counts in other["workloads"].items():
+            mine = self.workloads.setdefault(test, [0, 0, 0])
+            self.workloads[test] = [a + b for a, b in zip(mine, counts)]
+
+
 REPORT_STATE = Report()
 
 
@@ -195,6 +220,21 @@ def seeds(config) -> dict:
     the requests suite's (``KVPROOF_REQUESTS_SEED``, which also seeds its Hypothesis test)."""
     return {"hypothesis": config.getoption("hypothesis_seed", None), "requests": REQUESTS_SEED,
             "requests_seed_given": REQUESTS_SEED_GIVEN}
+
+
+# Under pytest-xdist (scripts/ci-conformance.sh runs -n 2) each worker compares its share of the
+# cases: it hands its report to the controller, which merges them and prints the one summary.
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["kvproof_conformance"] = REPORT_STATE.to_json()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    output = getattr(node, "workeroutput", None) or {}
+    if "kvproof_conformance" in output:
+        REPORT_STATE.merge(output["kvproof_conformance"])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
