@@ -509,6 +509,9 @@ __all__ += ["concrete"]
 #: The symbolic results of :func:`symbolic_memo` by their inputs (z3 terms by id, kept alive with
 #: the result so an id is never reused for another term).
 _SYMBOLIC_MEMO: dict = {}
+#: Entries kept before the memo starts again (a fuzz campaign encodes new shapes for hours):
+#: ``prove VC007`` makes ~400.
+_SYMBOLIC_MEMO_LIMIT = 100_000
 
 
 def _memo_key(value: Any, terms: list) -> Any:
@@ -544,6 +547,8 @@ def symbolic_memo(compute: Callable[..., Any], *args: Any) -> Any:
     key = (compute.__module__, compute.__qualname__, items)
     known = _SYMBOLIC_MEMO.get(key)
     if known is None:
+        if len(_SYMBOLIC_MEMO) >= _SYMBOLIC_MEMO_LIMIT:
+            _SYMBOLIC_MEMO.clear()  # a pure memo: starting again changes no answer
         known = _SYMBOLIC_MEMO[key] = (compute(*args), terms)
     return known[0]
 
