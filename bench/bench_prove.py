@@ -1,6 +1,6 @@
 """Wall time of ``kvproof prove --all`` and of one rule (issue #6).
 
-Run: python bench/bench_prove.py [--rule BO007 --rule VC007] [--jobs 2] [--max-shape ...] [--skip-all]
+Run: python bench/bench_prove.py [--rule BO007 --rule VC007] [--jobs 2] [--max-shape ...] [--skip-all] [--cache]
 
 Prints, for one fresh process each (so nothing is cached between them):
 
@@ -8,7 +8,10 @@ Prints, for one fresh process each (so nothing is cached between them):
   and VC007, the seed-001 refusal expected dead: every shape of the bound is solved);
 * ``prove --all``: every rule of the registry with ``--jobs`` processes (``KVPROOF_JOBS``; default
   2, the machine's two cores), the verdict counts, and the five slowest rules;
-* the ratio of the two.
+* the ratio of the two;
+* ``--cache``: ``prove --all --cache DIR`` cold (a fresh folder) and warm (the same folder again),
+  the CPU time of each (children included), whether the two reports (and one without the cache)
+  are byte-identical once the clock (``seconds``) is dropped, and the cold / warm ratio.
 
 Wall times on a shared machine move with its load; the verdicts do not (the z3 resource limit is
 deterministic).
@@ -40,17 +43,50 @@ def run(args: list[str], jobs: int = 1) -> tuple[float, dict, int]:
     return seconds, report, proc.returncode
 
 
+def cached(bound: list[str], jobs: int) -> None:
+    """Cold and warm ``prove --all --cache DIR`` in one run: wall, CPU, same report, ratio."""
+    import os
+    import resource
+    import tempfile
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def without_clock(report: dict) -> list:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in report.get("rules", [])]
+
+    with tempfile.TemporaryDirectory() as folder:
+        reports = []
+        for label in ("cold", "warm"):
+            before = cpu()
+            seconds, report, code = run(["--all", *bound, "--cache", folder], jobs)
+            reports.append((seconds, cpu() - before, report, code))
+            print(f"prove --all --cache (jobs {jobs}) {label}: {seconds:8.2f} s wall  {cpu() - before:7.2f} s CPU  "
+                  f"exit {code}  load {os.getloadavg()[0]:.2f}")
+        (cold, cold_cpu, cold_report, _), (warm, warm_cpu, warm_report, _) = reports
+        slowest = sorted(warm_report.get("rules", []), key=lambda r: -r.get("seconds", 0))[:3]
+        print("   warm, slowest re-checks: " + ", ".join(f"{r['rule']} {r['seconds']:.2f} s" for r in slowest))
+        same = without_clock(cold_report) == without_clock(warm_report) and bool(cold_report.get("rules"))
+        print(f"   cold and warm reports identical: {same}")
+        print(f"ratio cold / warm: {cold / warm:.1f} wall, {cold_cpu / max(warm_cpu, 1e-9):.1f} CPU")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rule", action="append", default=None, help="a rule to time alone (repeatable)")
     parser.add_argument("--jobs", type=int, default=2, help="processes for prove --all (default 2)")
     parser.add_argument("--max-shape", default=None)
     parser.add_argument("--skip-all", action="store_true", help="only the one rule")
+    parser.add_argument("--cache", action="store_true", help="only prove --all --cache: cold, then warm")
     options = parser.parse_args()
     bound = ["--max-shape", options.max_shape] if options.max_shape else []
     rules = options.rule or ["BO007", "VC007"]
 
     print(machine())
+    if options.cache:
+        cached(bound, options.jobs)
+        return 0
     one = 0.0
     for rule in rules:
         one, report, code = run([rule, *bound])

@@ -446,7 +446,8 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
               help="Prove the state support table instead: every row reachable, rows disjoint, the table total.")
 @click.option("--timings", is_flag=True, help="Add each rule's seconds to the report (they differ run to run).")
 @click.option("--cache", "cache_dir", envvar="KVPROOF_PROOF_CACHE", type=click.Path(file_okay=False),
-              help="A proof cache folder (or KVPROOF_PROOF_CACHE): reachable verdicts, replayed before use.")
+              help="A proof cache folder (or KVPROOF_PROOF_CACHE): reachable and dead verdicts, re-checked before use "
+                   "(a witness replayed, a dead proof's unsat cores solved again).")
 def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, timeout: float, rlimit: int | None,
           fmt: str, witness_dir: str | None, redundant: bool, examples: str | None, jobs: int, executor: str,
           table: bool, timings: bool, cache_dir: str | None) -> None:

@@ -19,7 +19,7 @@ import functools
 import math
 import sys
 from functools import reduce
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .diagnostics import KvproofError
 
@@ -504,3 +504,53 @@ def concrete(*values: Any) -> bool:
 
 
 __all__ += ["concrete"]
+
+
+#: The symbolic results of :func:`symbolic_memo` by their inputs (z3 terms by id, kept alive with
+#: the result so an id is never reused for another term).
+_SYMBOLIC_MEMO: dict = {}
+#: Entries kept before the memo starts again (a fuzz campaign encodes new shapes for hours):
+#: ``prove VC007`` makes ~400.
+_SYMBOLIC_MEMO_LIMIT = 100_000
+
+
+def _memo_key(value: Any, terms: list) -> Any:
+    """A key of an input: a plain value by type and value, a z3 term by id (z3 makes one term of
+    equal ones; appended to ``terms``), a tuple or list item by item; None for anything else (a
+    solver leaf)."""
+    kind = type(value)
+    if kind in (int, bool, float, str, type(None)):
+        return (kind.__name__, value)
+    if kind in (tuple, list):
+        items = tuple(_memo_key(item, terms) for item in value)
+        return None if None in items else (kind.__name__, items)
+    ast = _AST if _AST is not None else _ast_class()
+    if ast is not None and isinstance(value, ast):
+        terms.append(value)
+        return ("z3", value.get_id())
+    return None
+
+
+def symbolic_memo(compute: Callable[..., Any], *args: Any) -> Any:
+    """``compute(*args)`` for a pure formula, remembered for the process when an input is a z3
+    term: the symbolic documents of one kind name their leaves by path, so a mutation's unchanged
+    views are its base's terms, and a dead rule's search asks the same view formulas on hundreds
+    of shapes. The memo returns the term ``compute`` would build again (z3 terms are immutable).
+    Plain inputs are computed directly (the checker's path), and so is an input of any other type
+    (a solver leaf)."""
+    if _CONCRETE_ONLY:
+        return compute(*args)
+    terms: list = []
+    items = tuple(_memo_key(a, terms) for a in args)
+    if not terms or None in items:
+        return compute(*args)
+    key = (compute.__module__, compute.__qualname__, items)
+    known = _SYMBOLIC_MEMO.get(key)
+    if known is None:
+        if len(_SYMBOLIC_MEMO) >= _SYMBOLIC_MEMO_LIMIT:
+            _SYMBOLIC_MEMO.clear()  # a pure memo: starting again changes no answer
+        known = _SYMBOLIC_MEMO[key] = (compute(*args), terms)
+    return known[0]
+
+
+__all__ += ["symbolic_memo"]

@@ -22,6 +22,7 @@ _TABLES = {
     # pure memoization keyed by value (a key the argument objects cannot be: leaves, makers)
     "solver/pins.py:_PIN_PAIRS",
     "solver/symbolic.py:_AXIOMS",
+    "logic.py:_SYMBOLIC_MEMO",  # symbolic_memo: a pure formula's z3 term by its inputs (terms by id, kept alive)
 }
 
 

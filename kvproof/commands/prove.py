@@ -216,13 +216,14 @@ def _results(prover, selected, kind: str, pool, jobs: int = 1, cache=None):
     from ..executor import InProcess, results_in_order, seeded
     from ..solver.prove import job_groups
 
-    ready: dict[str, object] = {}
-    if cache is not None:
-        ready.update(_cached(cache, selected))
-    proved = [rule for rule in selected if rule.id not in ready]
-
     examples = str(prover.examples) if prover.examples else None
     remote = getattr(pool, "kvproof_address", None) is not None
+    ready: dict[str, object] = {}
+    if cache is not None:
+        ready.update(_cached(cache, selected, None if remote or isinstance(pool, InProcess) else pool, jobs,
+                             (_prover_key(prover.bound, prover.config, examples), prover)))
+    proved = [rule for rule in selected if rule.id not in ready]
+
     digest = _examples_digest(examples) if remote else None
     if not proved:
         groups = []
@@ -254,21 +255,77 @@ def _results(prover, selected, kind: str, pool, jobs: int = 1, cache=None):
             yield from drain()
 
 
-def _cached(cache, selected) -> dict:
-    """The believed entries of the proof cache (each replayed through the checker), by rule ID;
-    ``seconds`` is the time the look-up and replay took."""
+def _cached(cache, selected, pool=None, jobs: int = 1, prover_state: tuple | None = None) -> dict:
+    """The believed entries of the proof cache (each re-checked: a witness replayed through the
+    checker, a dead proof's cores solved again), by rule ID; ``seconds`` is the time the re-check
+    took. ``pool``: the local processes (``--jobs``) the re-checks are spread over, a dead proof's
+    shapes split among them (its re-check is most of a warm run). ``prover_state``: the parent's
+    prover, seeded for the workers these re-checks fork (they prove the rules not answered)."""
+    import contextlib
     import time
 
+    from ..executor import results_in_order, seeded
     from ..solver.prove import RuleResult
 
-    found = {}
+    entries = {}
     for rule in selected:
-        start = time.perf_counter()
-        result = cache.lookup(rule, RuleResult)
-        if result is not None:
-            result.seconds = time.perf_counter() - start
-            found[rule.id] = result
+        entry = cache.read(rule)
+        if entry is not None:
+            entries[rule.id] = (rule, entry)
+    if not entries:
+        return {}
+    by_rule: dict[str, list[tuple[bool, float]]] = {}
+    if pool is None or jobs <= 1:
+        for rule_id, (rule, entry) in entries.items():
+            start = time.perf_counter()
+            by_rule[rule_id] = [(cache.verify(rule, entry), time.perf_counter() - start)]
+    else:
+        units: list[tuple] = []
+        plain: list[tuple] = []
+        for rule_id, (_rule, entry) in entries.items():
+            parts = min(jobs, cache.parts(entry))
+            if entry["result"]["verdict"] == "dead":
+                units += [(((rule_id, part, parts),),) for part in range(parts)]
+            else:
+                plain.append((rule_id, 0, 1))
+        units += [(tuple(plain[index::jobs]),) for index in range(jobs) if plain[index::jobs]]
+        key = ("kvproof.prove.cache", str(cache.root))
+        with contextlib.ExitStack() as stack:  # the workers fork with these
+            stack.enter_context(seeded(key, (cache, entries)))
+            if prover_state is not None:
+                stack.enter_context(seeded(*prover_state))
+            for unit, answers in zip(units, results_in_order(pool, verify_unit, [(key, *u) for u in units])):
+                for (rule_id, _part, _parts), answer in zip(unit[0], answers):
+                    by_rule.setdefault(rule_id, []).append(answer)
+    found = {}
+    for rule_id, (rule, entry) in entries.items():
+        answers = by_rule[rule_id]
+        if all(ok for ok, _ in answers):
+            result = cache.accept(rule, entry, RuleResult)
+            result.seconds = sum(seconds for _, seconds in answers)
+            found[rule_id] = result
+        else:
+            cache.rejected.append(rule_id)
     return found
+
+
+def verify_unit(key, pieces: tuple) -> list[tuple[bool, float]]:
+    """In a local worker: the re-checks ``(rule ID, part, parts)`` of the entries the parent read
+    (inherited through the fork, :func:`_cached`), each with its seconds."""
+    import time
+
+    from ..executor import process_state
+
+    def missing():
+        raise RuntimeError("the proof cache entries were not inherited from the parent process")
+
+    cache, entries = process_state(key, missing)
+    out = []
+    for rule_id, part, parts in pieces:
+        rule, entry = entries[rule_id]
+        start = time.perf_counter()
+        out.append((cache.verify(rule, entry, part, parts), time.perf_counter() - start))
+    return out
 
 
 def _store(cache, result) -> None:

@@ -21,7 +21,7 @@ from ..formulas.kernel_blocks import kernel_blocks_per_block
 from ..formulas.placement import pages_alias_only_same_block_of_other_groups as pages_alias
 from ..formulas.placement import ranges_disjoint, ranges_intersect, region_end
 from ..formulas.view_extents import concrete_axis, dense_bytes, dimensions_disjoint, view_extent as extent_of
-from ..logic import And, Implies, Max, concrete
+from ..logic import And, Implies, Max, concrete, symbolic_memo
 from ..models.codec import ABSENT
 from .core import Instance, binding, child, rule
 from .layout import layer_view_lists, layer_views, places
@@ -287,7 +287,10 @@ def pages_alias_only_same_block_of_other_groups(start, length, other_start, othe
 
 def ratio_of(view, place):
     """Kernel blocks per manager block of the view."""
-    return kernel_blocks_per_block(place.block_size, view.kernel_block_size_tokens)
+    block, kernel = place.block_size, view.kernel_block_size_tokens
+    if type(block) is int and type(kernel) is int:  # the checker's path
+        return kernel_blocks_per_block(block, kernel)
+    return symbolic_memo(kernel_blocks_per_block, block, kernel)
 
 
 def view_memo(name, view, place, compute):
@@ -295,7 +298,7 @@ def view_memo(name, view, place, compute):
     record for plain values: the layers of a group share a handful of view shapes (the GLM worker's
     169 views have five), and BO007, BO008 and BO009 each ask. Each view's content key is kept by
     its id (with the view, so the id stays its own). A view whose values may be symbolic is
-    computed every time."""
+    remembered by its terms (:func:`~kvproof.logic.symbolic_memo`)."""
     memo = place.memo
     seen = memo.get(id(view))
     if seen is None or seen[0] is not view:
@@ -304,9 +307,9 @@ def view_memo(name, view, place, compute):
         plain = concrete(*values, *view.shape, *view.stride_bytes)
         seen = memo[id(view)] = (view, (*values, tuple(view.shape), tuple(view.stride_bytes)) if plain else None)
     content = seen[1]
-    if content is None:
-        return compute(view.element_size_bytes, view.shape, view.stride_bytes, concrete_axis(view.block_axis),
-                       ratio_of(view, place))
+    if content is None:  # symbolic: remembered by its terms for the process (a mutation shares its base's)
+        return symbolic_memo(compute, view.element_size_bytes, tuple(view.shape), tuple(view.stride_bytes),
+                             concrete_axis(view.block_axis), ratio_of(view, place))
     key = (name, content)
     known = memo.get(key)
     if known is None:

@@ -9,15 +9,26 @@ reach by name (walked through ``__globals__``, recursively), the solver's and th
 bound, the solver budget (:class:`~kvproof.solver.calls.Config`), the example documents' digest,
 and the versions of z3 and Python.
 
-Only **reachable** verdicts are stored. A hit is replayed through the concrete checker
-(:func:`~kvproof.solver.witnesses.replay_refusal` with today's rules): the witness must load
-strictly and be refused with that rule first, with the same text, so a stale or tampered entry can
-never give a wrong verdict. A dead verdict is not cached: its proof is a set of unsat answers over
-every shape of the bound, and re-solving a stored formula would only show that the stored formula
-is unsat, not that it is today's encoding of the rule (that needs the shapes and the pins: the
-cost the cache is meant to save). Unknown, mismatch and error are not cached either.
+**Reachable** and **dead** verdicts are stored, each re-checked on a hit with today's code:
 
-An entry that does not parse, names another rule or key, fails its checksum or its replay is
+* a reachable verdict keeps its witness documents; a hit is replayed through the concrete checker
+  (:func:`~kvproof.solver.witnesses.replay_refusal` with today's rules): the witness must load
+  strictly and be refused with that rule first, with the same text;
+* a dead verdict keeps its proof (:attr:`RuleResult.steps`): for every shape whose question was
+  unsat, the shape's documents, the pins it was built with and the labels of its unsat core (rule
+  IDs, ``goal:R``, axiom names, held pins). A hit builds each shape again with today's rules,
+  asserts only the core's labelled assertions of today's encoding and must get unsat again
+  (:func:`~kvproof.solver.core_check.recheck`): unsat of a subset of today's assertions is unsat of
+  all of them. A label today's encoding lacks, an encoding that needs other pins, or another answer
+  rejects the entry. The entry also records the hash of every rule's key (:meth:`ProofCache.registry`):
+  the verdict rests on the other rules too (its core's, and those that closed the pins and repaired
+  the templates its shapes came from), so an edit of any rule re-proves every dead verdict. The
+  shape list itself is the entry's (deriving it again is the cost the cache saves): the key and
+  checksum guard it against staleness and corruption, the re-solve guards the cores.
+
+Unknown, mismatch and error verdicts are not cached.
+
+An entry that does not parse, names another rule or key, fails its checksum or its re-check is
 ignored; the rule is proved again and its entry overwritten. Entries are written through
 :class:`kvproof.output.OutputFolder` (atomic; an entry of an older key of the same rule is
 removed when kvproof wrote it).
@@ -39,12 +50,13 @@ import z3
 from ..executor import folder_digest
 from ..output import OutputFolder
 from ..rules.core import Binding, Rule
+from .core_check import recheck, steps_payload
 from .witnesses import replay_refusal
 
 __all__ = ["ProofCache", "rule_key", "reached_sources", "FORMAT"]
 
 #: The entry format; a change of layout changes every key.
-FORMAT = 1
+FORMAT = 2
 #: The fields of a ``RuleResult`` an entry keeps (``seconds`` is the clock, ``witness`` the
 #: path ``-o`` writes: both belong to the run, not to the proof).
 _KEPT = ("rule", "verdict", "expect", "core", "shape", "shapes_tried", "reason", "documents", "changed", "gaps",
@@ -170,6 +182,8 @@ class ProofCache:
     def __init__(self, root: str | Path, rules: list[Rule], bound: Any, config: Any, examples: Path):
         self.root = Path(root)
         self.rules = rules
+        self.config = config
+        self._registry: str | None = None
         self._environment = _environment(bound, config, examples)
         self._keys: dict[str, str] = {}
         self._sources: dict[str, str] = {}
@@ -186,7 +200,20 @@ class ProofCache:
 
     def lookup(self, rule: Rule, result_type: type) -> Any | None:
         """The stored result of ``rule`` (a ``result_type``) when an entry exists for today's key
-        and its witness replays as that rule's first refusal; else None."""
+        and passes its re-check (:meth:`read`, then :meth:`verify`); else None."""
+        entry = self.read(rule)
+        if entry is None:
+            return None
+        if not self.verify(rule, entry):
+            self.rejected.append(rule.id)
+            return None
+        return self.accept(rule, entry, result_type)
+
+    def read(self, rule: Rule) -> dict | None:
+        """The entry of ``rule`` for today's key when it parses, matches its checksum and holds a
+        reachable verdict with a witness or a dead one with a proof written under today's rules
+        (the cheap checks); None otherwise (a present entry counts as rejected). Its re-check is
+        :meth:`verify`."""
         path = self.root / self._name(rule)
         try:
             text = path.read_text(encoding="utf-8")
@@ -194,14 +221,12 @@ class ProofCache:
             if path.exists():
                 self.rejected.append(rule.id)
             return None
-        fields = self._believed(rule, text)
-        if fields is None:
+        entry = self._parsed(rule, text)
+        if entry is None:
             self.rejected.append(rule.id)
-            return None
-        self.hits.append(rule.id)
-        return result_type(**fields)
+        return entry
 
-    def _believed(self, rule: Rule, text: str) -> dict | None:
+    def _parsed(self, rule: Rule, text: str) -> dict | None:
         try:
             entry = json.loads(text)
             payload, checksum = entry["payload"], entry["checksum"]
@@ -211,24 +236,72 @@ class ProofCache:
             if checksum != _checksum(payload) or set(fields) != set(_KEPT):
                 return None
             fields["documents"] = [(str(file), str(body)) for file, body in fields["documents"]]
+            if fields["expect"] != rule.expect:
+                return None
+            if fields["verdict"] == "reachable":
+                return payload if fields["documents"] else None
+            if fields["verdict"] != "dead" or fields["documents"]:
+                return None
+            # a dead verdict: written under today's rule set, its steps' cores the reported core
+            proof = payload.get("proof")
+            if payload.get("registry") != self.registry() or not isinstance(proof, dict):
+                return None
+            labels = {label for step in proof["steps"] for label in step["core"] if not label.startswith("goal:")}
+            if labels != set(fields["core"]):
+                return None
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
-        if fields["verdict"] != "reachable" or fields["expect"] != rule.expect:
-            return None
-        # the re-check: today's checker refuses the stored witness with this rule first, same text
+        return payload
+
+    def parts(self, entry: dict) -> int:
+        """How many pieces the re-check of an entry splits into (one per step of a dead proof)."""
+        return len(entry["proof"]["steps"]) if entry["result"]["verdict"] == "dead" else 1
+
+    def verify(self, rule: Rule, entry: dict, part: int = 0, parts: int = 1) -> bool:
+        """The re-check of an entry :meth:`read` returned (``part`` of ``parts``: the steps
+        ``part::parts`` of a dead proof; a witness is replayed by part 0). A reachable verdict:
+        today's checker refuses the stored witness with this rule first, with the stored text. A
+        dead one: every stored unsat core is unsat again on today's encoding (:func:`recheck`)."""
+        fields = entry["result"]
+        if fields["verdict"] == "dead":
+            proof = dict(entry["proof"], steps=entry["proof"]["steps"][part::parts])
+            return recheck(rule, self.rules, self.config, proof)
+        if part:
+            return True
         verdict, reason, first = replay_refusal(rule.id, fields["documents"], self.rules)
-        if (verdict, reason, first) != ("reachable", fields["reason"], fields["first_rule"]):
-            return None
-        return fields
+        return (verdict, reason, first) == ("reachable", fields["reason"], fields["first_rule"])
+
+    def accept(self, rule: Rule, entry: dict, result_type: type) -> Any:
+        """The result of an entry whose re-check passed."""
+        self.hits.append(rule.id)
+        return result_type(**entry["result"])
+
+    def registry(self) -> str:
+        """The hash of every rule's key: a dead verdict also rests on the other rules (its core's,
+        and those that closed the pins and repaired the templates its shapes were built from)."""
+        if self._registry is None:
+            text = json.dumps([[r.id, self.key(r)] for r in self.rules])
+            self._registry = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return self._registry
 
     def store(self, result: Any) -> bool:
-        """Keep a reachable result (False for any other verdict: not cached)."""
-        if result.verdict != "reachable" or not result.documents:
+        """Keep a reachable result with its witness, or a dead one with its proof (False for any
+        other verdict, or a dead verdict without steps: not cached)."""
+        if result.verdict == "reachable":
+            if not result.documents:
+                return False
+        elif result.verdict != "dead" or not result.steps:
             return False
         rule = next(r for r in self.rules if r.id == result.rule)
         fields = {name: getattr(result, name) for name in _KEPT}
         fields["documents"] = [list(d) for d in fields["documents"]]
         payload = {"format": FORMAT, "key": self.key(rule), "result": fields}
+        if result.verdict == "dead":
+            payload["registry"] = self.registry()
+            try:
+                payload["proof"] = steps_payload(result.steps)
+            except (TypeError, ValueError):  # a template value JSON cannot hold: this proof is not kept
+                return False
         text = json.dumps({"payload": payload, "checksum": _checksum(payload)}, indent=1, sort_keys=True) + "\n"
         with OutputFolder(self.root) as folder:
             folder.add(self._name(rule), text)

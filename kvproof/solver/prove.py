@@ -60,6 +60,9 @@ class RuleResult:
     #: Earlier rules whose concrete verdict differed from their symbolic one on a candidate witness.
     gaps: list[str] = attrs.field(factory=list)
     first_rule: str | None = None
+    #: A dead verdict's proof, shape by shape: ``(shape, pins it was built with, unsat core labels)``
+    #: of every shape whose question was unsat (the proof cache stores it and re-checks it on a hit).
+    steps: list = attrs.field(factory=list, eq=False, repr=False)
 
     @property
     def contrary(self) -> bool:
@@ -248,6 +251,7 @@ class Prover:
         instances = 0
         asked = 0
         seen: dict = {}
+        steps: list = []
         for pairs in (False, True):
             if pairs and (asked or result.verdict != "dead" or errors):
                 break  # the two-group mutations only for a rule no one-group shape could ask about
@@ -274,6 +278,7 @@ class Prover:
                 if outcome.status == "unsat":
                     cores += [c for c in outcome.core if not c.startswith("goal:")]
                     _add_hint(hints, outcome.core, session.order)
+                    steps.append((shape, sorted(session.built_pins), list(outcome.core)))
                 elif outcome.status == "unknown":
                     unknown.append(f"{shape.name}: {outcome.reason}")
                 elif outcome.status == "error":
@@ -300,6 +305,8 @@ class Prover:
             else:
                 result.core = sorted(set(cores), key=_core_key)
                 result.reason = f"unsat in every shape within {self.bound.label()} ({tried} shapes)"
+            if result.verdict == "dead":
+                result.steps = steps
         result.seconds = time.perf_counter() - start
         return result
 

@@ -1,6 +1,7 @@
 """The proof cache (``kvproof prove --cache DIR``, kvproof/solver/proof_cache.py): a warm run prints
 the cold run's bytes without proving; an edited rule body or formula re-proves only the rules that
-reach it; a corrupted or tampered entry is ignored, re-proved and overwritten."""
+reach it; a corrupted or tampered entry is ignored, re-proved and overwritten. A dead verdict is
+believed only after every stored unsat core is unsat again on today's encoding."""
 
 from __future__ import annotations
 
@@ -134,38 +135,156 @@ def test_a_tampered_witness_the_checker_accepts_is_re_proved(cold, cache, proved
     assert proved == ["PF001"]
 
 
-def test_a_checksum_mismatch_or_a_stored_dead_verdict_is_not_believed(cold, cache, proved, capsys) -> None:
+def test_a_checksum_mismatch_or_a_dead_verdict_without_its_proof_is_not_believed(cold, cache, proved, capsys) -> None:
     path = _entry(cache, "BO005")
     entry = json.loads(path.read_text())
     entry["payload"]["result"]["shapes_tried"] += 1  # checksum not recomputed
     path.write_text(json.dumps(entry))
-    _tamper(_entry(cache, "PF002"), lambda result: result.update(verdict="dead"))  # dead is never cached
+    _tamper(_entry(cache, "PF002"), lambda result: result.update(verdict="dead"))  # no unsat cores to re-solve
     assert _prove(capsys, cache) == (0, cold["json"])
     assert sorted(proved) == ["BO005", "PF002"]
 
 
-def test_a_key_follows_the_constants_and_formulas_a_rule_reaches(monkeypatch) -> None:
-    from kvproof.rules import profile_fields
+# -- dead verdicts: kept with the unsat core of every shape, re-solved on today's encoding --
 
-    rules = {r.id: r for r in registry.all_rules()}
-    keys = {i: proof_cache.rule_key(rules[i], "env") for i in ("PF001", "PF004", "BO005")}
-    assert proof_cache.rule_key(rules["PF004"], "other env") != keys["PF004"]
-    monkeypatch.setattr(profile_fields, "MAX_U32", profile_fields.MAX_U32 - 1)  # a table PF004's body reads
-    after = {i: proof_cache.rule_key(rules[i], "env") for i in keys}
-    assert after["PF004"] != keys["PF004"]
-    assert (after["PF001"], after["BO005"]) == (keys["PF001"], keys["BO005"])
+DEAD = ("PF011",)  # a profile rule expected dead: ~440 shapes, a handful of distinct questions
 
 
-def test_keys_are_the_same_under_two_hash_seeds() -> None:
-    """A cache shared between machines and runs: no key may follow the hash seed (sets, ids)."""
-    import os
-    import subprocess
+def _prove_dead(capsys, cache: Path | None) -> tuple[int, str]:
+    code = run(DEAD, fmt="json", cache_dir=str(cache) if cache else None)
+    return code, capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def cold_dead(tmp_path_factory):
+    import io
     import sys
 
-    script = ("from kvproof.rules.registry import all_rules; from kvproof.solver.prove import Prover; "
-              "from kvproof.solver.proof_cache import ProofCache; from kvproof.solver.shapes import examples_dir; "
-              "p = Prover(); c = ProofCache('unused', p.rules, p.bound, p.config, examples_dir()); "
-              "print(' '.join(c.key(r) for r in p.rules))")
-    keys = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
-    assert keys[0] == keys[1] and len(keys[0].split()) == len(registry.all_rules())
+    folder = tmp_path_factory.mktemp("dead")
+    outputs = []
+    for cache in (None, folder):
+        stdout, sys.stdout = sys.stdout, io.StringIO()
+        try:
+            assert run(DEAD, fmt="json", cache_dir=str(cache) if cache else None) == 0
+            outputs.append(sys.stdout.getvalue())
+        finally:
+            sys.stdout = stdout
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0])["rules"][0]["verdict"] == "dead"
+    return {"json": outputs[0], "folder": folder}
+
+
+@pytest.fixture
+def dead_cache(cold_dead, tmp_path) -> Path:
+    folder = tmp_path / "dead"
+    shutil.copytree(cold_dead["folder"], folder)
+    return folder
+
+
+@pytest.fixture
+def rechecks(monkeypatch):
+    """The answers of the re-check of stored dead verdicts (kvproof/solver/core_check.py)."""
+    from kvproof.solver import core_check
+
+    answers: list[bool] = []
+    original = core_check.recheck
+
+    def spy(rule, rules, config, payload):
+        answers.append(original(rule, rules, config, payload))
+        return answers[-1]
+
+    monkeypatch.setattr(proof_cache, "recheck", spy)
+    return answers
+
+
+def _steps(path: Path) -> list:
+    return json.loads(path.read_text())["payload"]["proof"]["steps"]
+
+
+def _tamper_proof(path: Path, change) -> None:
+    """Change an entry's stored proof and recompute its checksum: only the re-check can catch it."""
+    entry = json.loads(path.read_text())
+    change(entry["payload"])
+    entry["checksum"] = proof_cache._checksum(entry["payload"])
+    path.write_text(json.dumps(entry))
+
+
+def test_a_stored_dead_verdict_is_believed_after_its_cores_are_re_solved(cold_dead, dead_cache, proved, rechecks,
+                                                                         capsys) -> None:
+    steps = _steps(_entry(dead_cache, "PF011"))
+    assert len(steps) > 100 and all(step["core"] for step in steps)
+    assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])
+    assert proved == [] and rechecks == [True]
+
+
+def test_a_core_with_its_axioms_dropped_is_not_unsat_and_the_rule_is_re_proved(cold_dead, dead_cache, proved,
+                                                                               rechecks, capsys) -> None:
+    path = _entry(dead_cache, "PF011")
+
+    def goal_only(payload):  # every shape's core cut to the goal: the loader axioms kill PF011, not the goal
+        for step in payload["proof"]["steps"]:
+            step["core"] = [c for c in step["core"] if c.startswith("goal:")]
+        payload["result"]["core"] = []
+
+    _tamper_proof(path, goal_only)
+    assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])
+    assert proved == ["PF011"] and rechecks == [False]
+    proved.clear()
+    rechecks.clear()
+    assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])  # overwritten with a good proof
+    assert proved == [] and rechecks == [True]
+
+
+@pytest.mark.parametrize("change", ["unknown label", "reported core differs", "no proof", "other rule set"])
+def test_a_tampered_or_stale_proof_is_detected_and_re_proved(cold_dead, dead_cache, proved, capsys, change) -> None:
+    path = _entry(dead_cache, "PF011")
+
+    def tamper(payload):
+        if change == "unknown label":  # a label today's encoding does not have
+            payload["proof"]["steps"][0]["core"].append("LD:int-range $.no.such.leaf")
+            payload["result"]["core"].append("LD:int-range $.no.such.leaf")
+        elif change == "reported core differs":  # the report must be the union of the re-solved cores
+            payload["result"]["core"] = payload["result"]["core"][:1]
+        elif change == "no proof":
+            del payload["proof"]
+        else:  # written when another rule read otherwise (the pins, the repaired templates, the cores)
+            payload["registry"] = "0" * 64
+
+    _tamper_proof(path, tamper)
+    assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])
+    assert proved == ["PF011"]
+
+
+def test_a_stored_proof_is_the_proof_of_its_own_rule_only() -> None:
+    """The re-check asks today's goal of the rule looked up: another rule's goal label is a label
+    its encoding does not have."""
+    from kvproof.solver import core_check
+
+    prover = Prover()
+    by_id = {r.id: r for r in prover.rules}
+    result = prover.prove(by_id["PF011"])
+    assert result.verdict == "dead" and result.steps
+    payload = core_check.steps_payload(result.steps)
+    assert core_check.recheck(by_id["PF011"], prover.rules, prover.config, payload)
+    assert not core_check.recheck(by_id["PF010"], prover.rules, prover.config, payload)
+
+
+def test_a_warm_run_with_two_jobs_re_checks_in_the_workers_and_proves_nothing(tmp_path, capsys,
+                                                                            monkeypatch) -> None:
+    """``--jobs 2``: the re-checks (PF011's shapes split in two, PF001's replay) run in the forked
+    workers; no rule is proved (a proving unit fails here) and the bytes are the cold run's."""
+    from kvproof.commands import prove as command
+
+    rules, folder = ("PF001", "PF011"), tmp_path / "cache"
+    assert run(rules, fmt="json", cache_dir=str(folder), jobs=2) == 0
+    cold = capsys.readouterr().out
+    monkeypatch.setattr(command, "prove_unit", _no_proving)
+    assert run(rules, fmt="json", cache_dir=str(folder), jobs=2) == 0
+    assert capsys.readouterr().out == cold
+    _tamper_proof(_entry(folder, "PF011"), lambda payload: payload["proof"]["steps"][-1].update(core=[]))
+    with pytest.raises(AssertionError, match="a rule was proved"):  # one part of two fails: proved again
+        run(rules, fmt="json", cache_dir=str(folder), jobs=2)
+
+
+def _no_proving(*_args, **_kwargs):  # a proving unit (module level: the pool pickles it by name)
+    raise AssertionError("a rule was proved")
