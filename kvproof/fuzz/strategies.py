@@ -108,7 +108,9 @@ def attention_fields(*, dtypes: st.SearchStrategy[str] | None = None) -> st.Sear
     return st.fixed_dictionaries(
         {
             "num_kv_heads": st.sampled_from([1, 2, 4, 8]),
-            "head_size": st.sampled_from([64, 128, 256]),
+            # the common sizes first (Hypothesis shrinks towards them), then the other sizes real
+            # models use (80: Phi-2, StableLM; 96: Phi-3-mini; 112; 192; 72 and 160 too)
+            "head_size": st.one_of(st.sampled_from([64, 128, 256]), st.sampled_from([72, 80, 96, 112, 160, 192])),
             "dtype": dtypes if dtypes is not None else dtype_names(),
         },
         optional={
