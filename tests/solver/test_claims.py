@@ -105,3 +105,60 @@ def test_zero_claims_prove_nothing(tmp_path, capsys) -> None:
 def test_a_claim_that_is_no_truth_value_is_bad_input(capsys) -> None:
     assert main(["claim", "doc.resources.cache_groups[0].num_layers", "--max-shape", "groups=1,layers=1,mutations=0"]) == 2
     assert "a claim is true or false" in capsys.readouterr().err
+
+
+def test_a_claim_is_decided_by_its_premises_alone() -> None:
+    # CL004 took 30 s with every rule asserted (products of the worker kind); against BO001, BO004
+    # and BO008 alone every shape is unsat at once, and the core names only those rules
+    from kvproof.rules.registry import all_rules
+
+    result = prove_claim(_claim("CL004"), Prover(bound=FAST))
+    assert result.verdict == "holds", result.reason
+    named = {c for c in result.core if c in {r.id for r in all_rules()}}
+    assert named == {"BO001", "BO004", "BO008"}
+
+
+def test_premises_that_do_not_decide_leave_the_verdict_to_the_full_search() -> None:
+    import attrs
+
+    # BO001 alone does not keep a view inside the storage: the search with every rule decides
+    weak = attrs.evolve(_claim("CL004"), by=("BO001",))
+    result = prove_claim(weak, Prover(bound=FAST))
+    assert result.verdict == "holds", result.reason
+    assert "BO008" in result.core
+    # a false claim is refuted whatever its premises say: sat against them proves nothing
+    false = attrs.evolve(expression_claim("All(g.num_layers < 100 for g in doc.resources.cache_groups)", "profile"),
+                         by=("PF001",))
+    result = prove_claim(false, Prover(bound=FAST))
+    assert result.verdict == "refuted" and validate(false, result.documents)[0] == "refuted"
+
+
+def test_premises_naming_no_rule_are_an_error() -> None:
+    import attrs
+
+    result = prove_claim(attrs.evolve(_claim("CL001"), by=("PF001", "XX999")), Prover(bound=FAST))
+    assert result.verdict == "error" and "XX999" in result.reason and result.contrary
+
+
+def test_the_premises_build_pins_no_field_the_full_search_leaves_free() -> None:
+    # why a premise answer stands for the full search (kvproof/solver/claims/premises.py): a pin
+    # holds a field at its template value, so fewer pins are more documents; the premises'
+    # session must pin nothing that the full search's (the kind's closed pins and the claim's) does not
+    from kvproof.solver.claims.premises import premise_rules
+    from kvproof.solver.expression import symbolic_value
+    from kvproof.solver.pins import DEFAULT_PINS
+    from kvproof.solver.session import Session
+
+    prover = Prover(bound=FAST)
+    checked = 0
+    for target in shipped_claims():
+        premises = premise_rules(target.by, prover.rules)
+        for shape in prover.bases(target.kind):
+            light = Session(shape, premises, prover.config, set(DEFAULT_PINS))
+            symbolic_value(light, target.apply)
+            full = prover.session(shape).fork()
+            symbolic_value(full, target.apply)
+            assert light.pins <= full.pins, (target.id, shape.name, light.pins - full.pins)
+            checked += 1
+    assert checked > 10
+

@@ -26,6 +26,7 @@ def _align(profile):
     id="CL001",
     text="for state groups, peak bytes = blocks_per_request * page_size_bytes (and are positive)",
     kind="profile",
+    by=("PF001", "PF009"),
 )
 def state_peak_bytes(profile):
     """A running request holds ``1 + k`` blocks of a Mamba group between block boundaries
@@ -43,10 +44,12 @@ def state_peak_bytes(profile):
     id="CL002",
     text="in align mode the start-up reservation of a state group is its peak plus 1 + prefill_checkpoint_blocks pages",
     kind="profile",
+    by=("PF001", "PF006"),
 )
 def align_reservation(profile):
     """vLLM sizes a Mamba group at start-up as ``2 + k + c`` pages in align mode
-    (``sim.demand.mamba_blocks``): ``blocks_per_request + 1 + c``, at least two pages."""
+    (``sim.demand.mamba_blocks``): ``blocks_per_request + 1 + c``, at least two pages (PF001:
+    ``k >= 0``; PF006: ``c`` is 0 or 1)."""
     align = _align(profile)
     checks = []
     for group in _groups(profile):

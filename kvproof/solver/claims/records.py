@@ -16,6 +16,7 @@ from . import claim
     reason="SU005 refuses a pool that cannot hold one request at max_model_len besides the null block "
     "(vLLM refuses to start then: check_enough_kv_cache_memory); before SU005 this claim was refuted "
     "(docs/solver-requests.md #9)",
+    by=("SU005",),
 )
 def admits_one_request(record):
     """The pool holds the blocks one request needs in every group at ``max_model_len``
@@ -28,6 +29,7 @@ def admits_one_request(record):
     id="CL004",
     text="every layer view of an accepted worker record ends inside its backing storage",
     kind="worker",
+    by=("BO001", "BO004", "BO008"),
 )
 def views_inside_storage(record):
     """Follows from BO001 (one storage, tensor size = storage size), BO004 (tensor region inside
