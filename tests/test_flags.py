@@ -34,7 +34,7 @@ def _commands_with(name: str) -> list[str]:
 
 
 def test_the_solver_budget_is_the_same_for_every_solver_command() -> None:
-    assert RLIMIT == Config().rlimit  # the help's default is the engine's
+    assert RLIMIT == Config().rlimit and TIMEOUT == Config().timeout  # the help's defaults are the engine's (and the proof cache keys an API run like a CLI one)
     assert _commands_with("--timeout") == _commands_with("--rlimit") == ["claim", "explore", "prove"]
     for command in ("claim", "explore", "prove"):
         assert _option(command, "--timeout").default == TIMEOUT

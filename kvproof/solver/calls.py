@@ -19,7 +19,7 @@ class Config:
     ``unknown``, never a verdict, but then a run can differ from the next). Every decided call
     of ``prove --all`` takes under 0.5 M units; 5 M take about 3-7 s on a loaded 2-core machine."""
 
-    timeout: float = 60.0  # wall-clock safety net per solver call (seconds)
+    timeout: float = 120.0  # wall-clock safety net per solver call (seconds; the CLI's --timeout default)
     rlimit: int = 5_000_000  # deterministic resource limit per solver call
     relax_rounds: int = 12
     seed: int = 0
