@@ -14,7 +14,6 @@ compares with the stored answers of ``tests/conformance/oracle_requests.py``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -357,9 +356,7 @@ def test_arrival_steps_and_empty_steps():
 
 
 def test_attrs_workload_request():
-    geometry = pytest.importorskip("kvproof.models.geometry")
-    if not hasattr(geometry, "WorkloadRequest"):
-        pytest.skip("geometry has no WorkloadRequest yet")
+    from kvproof.models import geometry
     from kvproof.models.codec import ABSENT
 
     r = geometry.WorkloadRequest(id="a", prompt_tokens=20, decode_tokens=2)
@@ -372,10 +369,7 @@ def test_attrs_workload_request():
 # The real manager port
 # ---------------------------------------------------------------------------------------------
 
-HAVE_PORT = importlib.util.find_spec("kvproof.sim.requests.kv_manager") is not None
 ABSENT_ = object()
-
-needs_port = pytest.mark.skipif(not HAVE_PORT, reason="the KV cache manager port is not there yet")
 
 
 def real_plan(**settings):
@@ -401,7 +395,6 @@ FAKE_CASES = {
 }
 
 
-@needs_port
 @pytest.mark.parametrize("name", sorted(FAKE_CASES))
 def test_real_manager_agrees_with_the_fake_on_one_full_attention_group(name):
     """One full-attention group, 6 usable blocks (override 7, max_model_len 96): the real manager
@@ -420,7 +413,6 @@ def test_real_manager_agrees_with_the_fake_on_one_full_attention_group(name):
     assert real == fake
 
 
-@needs_port
 def test_real_manager_preemption_numbers():
     p = real_plan(max_model_len=96, num_gpu_blocks_override=7)
     out = simulate_workload(p, {"requests": [req("a", 32, 40), req("b", 32, 40)]})
@@ -454,7 +446,6 @@ def _workload_goldens():
     return out
 
 
-@needs_port
 @pytest.mark.parametrize("path", _workload_goldens(), ids=lambda p: p.stem)
 def test_workload_goldens_of_vllm(path):
     """``workload`` equals vLLM 0.33.0's real Scheduler's answer stored by ``oracle_requests.py``."""
@@ -470,7 +461,6 @@ def test_workload_goldens_of_vllm(path):
     assert got == expected["workload"]
 
 
-@needs_port
 def test_new_one_token_decode_is_padded_under_speculative_decoding():
     """``scheduler.py:1310-1330``: y's prompt is a full hit but for its last token (32 of 33), so it is
     admitted as a one-token decode and padded to ``1 + num_speculative_tokens`` (ngram, k = 3); the
