@@ -1,14 +1,15 @@
-"""One solver call: its budget (:class:`Config`), a z3 context of its own (:class:`IsolatedSolver`)
-and stopping it from the CLI's Ctrl-C watcher (:func:`interrupt`)."""
+"""One solver call: its budget (:class:`Config`), a z3 context of its own (:class:`IsolatedSolver`),
+a tracked question asked once (:func:`ask_tracked`) and stopping it from the CLI's Ctrl-C watcher
+(:func:`interrupt`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import attrs
 import z3
 
-__all__ = ["Config", "IsolatedSolver", "interrupt"]
+__all__ = ["Config", "IsolatedSolver", "interrupt", "ask_tracked"]
 
 
 @attrs.define
@@ -99,3 +100,27 @@ class IsolatedSolver:
 
     def reason_unknown(self) -> str:
         return self.solver.reason_unknown()
+
+
+def ask_tracked(parts: list[tuple[str, Any]], leaves: dict, names: Iterable[str], *, timeout: float,
+                rlimit: int, seed: int) -> tuple[Any, list[str], str]:
+    """One question on a fresh solver: the domain axioms of the leaves ``names`` reads (``leaves``:
+    constant name -> leaf with ``axioms``), then the named ``parts``, each tracked by its name.
+    Returns z3's answer, the unsat core's names (empty unless unsat) and the reason it gives."""
+    solver = IsolatedSolver()
+    solver.set("timeout", max(1, int(timeout * 1000)))
+    solver.set("rlimit", max(1, rlimit))
+    solver.set("random_seed", seed)
+    done: set[int] = set()
+    for name in sorted(names):  # a set's order follows PYTHONHASHSEED; z3's answer follows the order
+        leaf = leaves.get(name)
+        if leaf is None or id(leaf) in done:
+            continue
+        done.add(id(leaf))
+        for axiom_name, axiom in leaf.axioms:
+            solver.assert_and_track(axiom, axiom_name)
+    for name, term in parts:
+        solver.assert_and_track(term, name)
+    answer = solver.check()
+    core = [c.decl().name() for c in solver.unsat_core()] if answer == z3.unsat else []
+    return answer, core, solver.reason_unknown()

@@ -18,7 +18,7 @@ from typing import Any
 import z3
 
 from ..rules.core import Rule
-from .calls import Config, IsolatedSolver
+from .calls import Config, ask_tracked
 from .pins import pin_label, pin_pairs, small_domain
 from .session import Session
 from .shapes import Shape
@@ -127,12 +127,8 @@ def _unsat_again(rule: Rule, rules: list[Rule], config: Config, shape: Shape, pi
     question = tuple(sorted((name, term.get_id()) for name, term in asserted))
     if question in answered:
         return answered[question]
-    solver = IsolatedSolver()
-    solver.set("timeout", max(1, int(config.timeout * 1000)))
-    solver.set("rlimit", config.rlimit)
-    solver.set("random_seed", config.seed)
-    for name, term in asserted:
-        solver.assert_and_track(term, name)
-    answered[question] = unsat = solver.check() == z3.unsat
+    # the axioms are among ``asserted`` already (only the core's): no leaves to add
+    answer, _, _ = ask_tracked(asserted, {}, (), timeout=config.timeout, rlimit=config.rlimit, seed=config.seed)
+    answered[question] = unsat = answer == z3.unsat
     keep.append(asserted)  # the terms stay alive: their ids are never reused
     return unsat

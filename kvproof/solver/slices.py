@@ -13,7 +13,7 @@ from typing import Any
 import z3
 
 from ..rules.core import Rule
-from .calls import IsolatedSolver
+from .calls import ask_tracked
 from .pins import nonlinear_consts, pin_label, pin_pairs, small_domain
 from .symbolic import Leaf, collect_consts
 from .verdicts import Outcome
@@ -189,23 +189,9 @@ class Slices:
         """Check named parts on a fresh solver with the axioms of the leaves they read. A slice
         is a short question: its budget is a fraction of the resource limit (deterministic),
         ``timeout`` only guards the wall clock."""
-        solver = IsolatedSolver()
-        solver.set("timeout", max(1, int(timeout * 1000)))
-        solver.set("rlimit", max(1, self.config.rlimit // fraction))
-        solver.set("random_seed", self.config.seed)
-        names = self.consts([term for _, term in parts])
-        done: set[int] = set()
-        for name in sorted(names):  # a set's order follows PYTHONHASHSEED; z3's answer follows the order
-            leaf = self.var_leaf.get(name)
-            if leaf is None or id(leaf) in done:
-                continue
-            done.add(id(leaf))
-            for axiom_name, axiom in leaf.axioms:
-                solver.assert_and_track(axiom, axiom_name)
-        for name, term in parts:
-            solver.assert_and_track(term, name)
-        result = solver.check()
-        core = [c.decl().name() for c in solver.unsat_core()] if result == z3.unsat else []
+        result, core, _ = ask_tracked(parts, self.var_leaf, self.consts([term for _, term in parts]),
+                                      timeout=timeout, rlimit=self.config.rlimit // fraction,
+                                      seed=self.config.seed)
         return result, core
 
     def _cone(self, rule: Rule, goal: Any, pool: list[Rule] | None = None) -> list[Rule]:

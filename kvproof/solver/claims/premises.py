@@ -22,7 +22,7 @@ from typing import Any
 
 import z3
 
-from ..calls import IsolatedSolver
+from ..calls import ask_tracked
 from ..expression import symbolic_value
 from ..pins import DEFAULT_PINS
 from ..session import Session
@@ -68,24 +68,11 @@ def _plain(session: Session, goal: Any, label: str) -> Outcome:
     """The question without soft pins: they steer a search toward a model near the template,
     and a holding claim has none (with them the relax loop asks again and again: 3x the time)."""
     config = session.config
-    solver = IsolatedSolver()
-    solver.set("timeout", max(1, int(config.timeout * 1000)))
-    solver.set("rlimit", config.rlimit)
-    solver.set("random_seed", config.seed)
     parts = [(rule.id, z3.And(*session.encoded[rule.id].terms)) for rule in session.rules
              if session.encoded.get(rule.id) is not None and session.encoded[rule.id].terms]
     parts.append((label, goal))
-    done: set[int] = set()
-    for name in sorted(collect_consts([term for _, term in parts])):  # sorted: not the hash seed's order
-        leaf = session.var_leaf.get(name)
-        if leaf is None or id(leaf) in done:
-            continue
-        done.add(id(leaf))
-        for axiom_name, axiom in leaf.axioms:
-            solver.assert_and_track(axiom, axiom_name)
-    for name, term in parts:
-        solver.assert_and_track(term, name)
-    answer = solver.check()
+    answer, core, reason = ask_tracked(parts, session.var_leaf, collect_consts([term for _, term in parts]),
+                                       timeout=config.timeout, rlimit=config.rlimit, seed=config.seed)
     if answer == z3.unsat:
-        return Outcome("unsat", core=[c.decl().name() for c in solver.unsat_core()])
-    return Outcome("sat" if answer == z3.sat else "unknown", reason=solver.reason_unknown())
+        return Outcome("unsat", core=core)
+    return Outcome("sat" if answer == z3.sat else "unknown", reason=reason)
