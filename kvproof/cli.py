@@ -91,6 +91,11 @@ def _solver_interrupts() -> None:
                     calls.interrupt()
 
     threading.Thread(target=watch, name="kvproof-sigint", daemon=True).start()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # Python's own handler, but the flag is set before KeyboardInterrupt is raised: the
+        # watcher thread may not have read the pipe yet when a z3 object whose __init__ the
+        # interrupt cut short fails in its __del__ ('BoolRef' object has no attribute 'ctx')
+        signal.signal(signal.SIGINT, _interrupted)
     previous = sys.unraisablehook
 
     def _unraisable(unraisable) -> None:
@@ -108,6 +113,11 @@ def _solver_interrupts() -> None:
         previous(unraisable)
 
     sys.unraisablehook = _unraisable
+
+
+def _interrupted(signum, frame) -> None:
+    _SIGINT.set()
+    raise KeyboardInterrupt
 
 
 def _deliver_sigint_soon() -> None:
