@@ -51,6 +51,7 @@ def recheck(rule: Rule, rules: list[Rule], config: Config, payload: dict) -> boo
         if not steps or not isinstance(texts, list) or not isinstance(pin_sets, list):
             return False
         trees: dict[int, Any] = {}
+        by_id = {r.id: r for r in rules}  # once for every step
         answered: dict = {}
         keep: list = []
         for step in steps:
@@ -61,7 +62,7 @@ def recheck(rule: Rule, rules: list[Rule], config: Config, payload: dict) -> boo
                 documents.append((str(kind), str(file), trees[index]))
             pins = {str(p) for p in pin_sets[step["pins"]]}
             core = [str(label) for label in step["core"]]
-            if not _unsat_again(rule, rules, config, Shape(str(step["shape"]), tuple(documents)), pins, core,
+            if not _unsat_again(rule, rules, by_id, config, Shape(str(step["shape"]), tuple(documents)), pins, core,
                                 answered, keep):
                 return False
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
@@ -69,11 +70,10 @@ def recheck(rule: Rule, rules: list[Rule], config: Config, payload: dict) -> boo
     return True
 
 
-def _unsat_again(rule: Rule, rules: list[Rule], config: Config, shape: Shape, pins: set[str],
-                 core: list[str], answered: dict, keep: list) -> bool:
+def _unsat_again(rule: Rule, rules: list[Rule], by_id: dict[str, Rule], config: Config, shape: Shape,
+                 pins: set[str], core: list[str], answered: dict, keep: list) -> bool:
     """One step: the labelled assertions of today's encoding of ``shape`` are unsat."""
     session = Session(shape, rules, config, set(pins))
-    by_id = {r.id: r for r in rules}
     named = [label for label in core if label in session.order]
     # a rule after ``rule`` is not asserted by its question: a core naming one is not its proof
     if any(session.order[name] >= session.order[rule.id] for name in named):
