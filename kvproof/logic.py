@@ -403,6 +403,10 @@ def IntIs(value: Any, predicate) -> Any:
     return And(IsInt(value), predicate(ValueOf(value)))
 
 
+def _leaf_same_scalar(leaf: Any, other: Any) -> Any:
+    return leaf.same_scalar(other)
+
+
 def SameScalar(a: Any, b: Any) -> Any:
     """Two evidence values are the same JSON value (``true`` is not ``1``, ``1.0`` is not ``1``,
     absent is not null).
@@ -414,7 +418,8 @@ def SameScalar(a: Any, b: Any) -> Any:
         for x, y in ((a, b), (b, a)):
             same = getattr(x, "same_scalar", None)
             if same is not None and is_symbolic(getattr(x, "present", None)):
-                return same(y)
+                # the settings and specs of a bundle compared pairwise on every shape: once
+                return symbolic_memo(_leaf_same_scalar, x, y)
         if is_symbolic(a, b):
             return _same_plain(a, b)
         if is_symbolic(*(getattr(v, attr, None) for v in (a, b) for attr in ("is_int", "value", "present"))):
@@ -514,20 +519,26 @@ _SYMBOLIC_MEMO: dict = {}
 _SYMBOLIC_MEMO_LIMIT = 100_000
 
 
-def _memo_key(value: Any, terms: list) -> Any:
+def _memo_key(value: Any, terms: list, leaves: bool = False) -> Any:
     """A key of an input: a plain value by type and value, a z3 term by id (z3 makes one term of
-    equal ones; appended to ``terms``), a tuple or list item by item; None for anything else (a
-    solver leaf)."""
+    equal ones; appended to ``terms``), a tuple or list item by item; with ``leaves``, a solver
+    leaf by its ``memo_key()`` (its terms' ids); None for anything else."""
     kind = type(value)
     if kind in (int, bool, float, str, type(None)):
         return (kind.__name__, value)
     if kind in (tuple, list):
-        items = tuple(_memo_key(item, terms) for item in value)
+        items = tuple(_memo_key(item, terms, leaves) for item in value)
         return None if None in items else (kind.__name__, items)
     ast = _AST if _AST is not None else _ast_class()
     if ast is not None and isinstance(value, ast):
         terms.append(value)
         return ("z3", value.get_id())
+    if leaves:
+        identity = getattr(type(value), "memo_key", None)  # a solver leaf that names its terms
+        if identity is not None:
+            key, kept = identity(value)
+            terms.extend(kept)
+            return ("leaf", key)
     return None
 
 
@@ -536,12 +547,14 @@ def symbolic_memo(compute: Callable[..., Any], *args: Any) -> Any:
     term: the symbolic documents of one kind name their leaves by path, so a mutation's unchanged
     views are its base's terms, and a dead rule's search asks the same view formulas on hundreds
     of shapes. The memo returns the term ``compute`` would build again (z3 terms are immutable).
-    Plain inputs are computed directly (the checker's path), and so is an input of any other type
-    (a solver leaf)."""
+    A solver leaf is keyed by its terms (``memo_key()``). Plain inputs are computed directly (the
+    checker's path), and so is an input of any other type. A result read from the memo does not
+    log the leaf reads building it would (:func:`symbolic_table`): ``compute`` must not fail on
+    symbolic inputs."""
     if _CONCRETE_ONLY:
         return compute(*args)
     terms: list = []
-    items = tuple(_memo_key(a, terms) for a in args)
+    items = tuple(_memo_key(a, terms, leaves=True) for a in args)
     if not terms or None in items:
         return compute(*args)
     key = (compute.__module__, compute.__qualname__, items)
@@ -554,3 +567,34 @@ def symbolic_memo(compute: Callable[..., Any], *args: Any) -> Any:
 
 
 __all__ += ["symbolic_memo"]
+
+
+#: The tables of :func:`symbolic_table` by owner and inputs, each with the terms of its key (kept
+#: alive, so an id is never reused for another term).
+_SYMBOLIC_TABLES: dict = {}
+
+
+def symbolic_table(owner: str, *inputs: Any) -> dict | None:
+    """A dict shared by every caller that names ``owner`` and passes inputs with the same terms
+    (z3 terms by id, solver leaves by their terms' ids), for results that are pure functions of
+    those inputs; None when no input is symbolic (the checker's path: the caller keeps its own).
+    What the SS rules' record views ask of the same settings on hundreds of shapes is then built
+    once. A result read from the table does not log the leaf reads building it would (the
+    pinning protocol pins the leaf read last when a body fails): only results whose building
+    cannot fail belong here."""
+    if _CONCRETE_ONLY:
+        return None
+    terms: list = []
+    items = tuple(_memo_key(a, terms, leaves=True) for a in inputs)
+    if not terms or None in items:
+        return None
+    key = (owner, items)
+    known = _SYMBOLIC_TABLES.get(key)
+    if known is None:
+        if len(_SYMBOLIC_TABLES) >= _SYMBOLIC_MEMO_LIMIT:
+            _SYMBOLIC_TABLES.clear()  # pure results: starting again changes no answer
+        known = _SYMBOLIC_TABLES[key] = ({}, terms)
+    return known[0]
+
+
+__all__ += ["symbolic_table"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..logic import If, Or
+from ..logic import If, Or, symbolic_memo
 
 __all__ = ["ELEMENT_BYTES", "dtype_size", "element_bytes"]
 
@@ -34,6 +34,11 @@ def element_bytes(dtype: Any) -> Any:
         return ELEMENT_BYTES.get(dtype.removeprefix("torch."), 0)
     if dtype is None or type(dtype).__name__ == "Absent":
         return 0
+    # the same dtype leaf is read by several rules on every shape of its kind: its term built once
+    return symbolic_memo(_element_bytes_term, dtype)
+
+
+def _element_bytes_term(dtype: Any) -> Any:
     out = 0
     for name, size in ELEMENT_BYTES.items():
         out = If(Or(dtype == name, dtype == f"torch.{name}"), size, out)

@@ -15,7 +15,7 @@ prefix caching (``align`` with it, ``none`` without: model_executor/models/confi
 
 from __future__ import annotations
 
-from ..logic import And, Implies, Not, Or, Present, ValueOf
+from ..logic import And, Implies, Not, Or, Present, ValueOf, symbolic_table
 from ..sim.startup.state_support import (AXES, DEFAULT_REVISION, EAGLE_METHODS, KDA_ARCHITECTURES, NATIVE_MTP_METHODS,
                                  REFUSALS, REPLAYSSM_ARCHITECTURES, REVISIONS, RefusalText, matches,
                                  refusal_names, rows_of)
@@ -26,6 +26,10 @@ __all__ = ["RecordView", "resolved_state"]
 _TABLE = "kvproof/sim/startup/state_support.py"
 #: The vLLM defaults of absent integer keys.
 _NUMBER_DEFAULTS = {"num_speculative_tokens": 0, "replayssm_buffer_len": 16, "pipeline_parallel_size": 1}
+#: Every setting a view reads (its axes, its numbers): what its shared table is keyed by.
+_READ = ("vllm_revision", "use_replayssm", "is_kv_transfer_instance", "mamba_stochastic_rounding",
+         "use_v2_model_runner", "mamba_backend", "architecture", "enable_prefix_caching", "mamba_cache_mode",
+         "num_speculative_tokens", "speculative_method", "replayssm_buffer_len", "pipeline_parallel_size")
 
 
 def _flag(value):
@@ -48,15 +52,30 @@ class RecordView:
     """A record's resolved settings as the table's axes (``is_``/``num``): concrete values or z3
     terms, through the :mod:`kvproof.logic` helpers.
 
-    A plain verdict is remembered per axis and value (the table's rows ask the same ones many
-    times, and a record is not changed while it is checked); a z3 term is built afresh each time,
-    so the solver sees every leaf it reads."""
+    A verdict is remembered per axis and value, and a row's per row (the table's 16 rules ask the
+    same ones many times, and a record is not changed while it is checked): a view of plain
+    settings keeps its own plain verdicts; the views of symbolic settings with the same terms
+    share one table (:func:`~kvproof.logic.symbolic_table`: a shape's settings are its kind's
+    other shapes' terms, so a search builds each axis term once, not once per rule and shape).
+    Building these terms cannot fail (no control flow on a symbolic value), which that table asks."""
 
-    __slots__ = ("c", "_known")
+    __slots__ = ("c", "_known", "_shared")
 
     def __init__(self, config):
         self.c = config
-        self._known: dict = {}
+        table = symbolic_table("RecordView", *(getattr(config, name) for name in _READ))
+        self._shared = table is not None
+        self._known: dict = {} if table is None else table
+
+    def row(self, row) -> object:
+        """The settings fall in ``row`` (:func:`~kvproof.sim.startup.state_support.matches`)."""
+        key = ("row", row.revision, row.name)
+        verdict = self._known.get(key)
+        if verdict is None:
+            verdict = matches(row, self)
+            if self._shared or type(verdict) is bool:
+                self._known[key] = verdict
+        return verdict
 
     def num(self, axis: str):
         return ValueOf(getattr(self.c, axis), _NUMBER_DEFAULTS[axis])
@@ -66,7 +85,7 @@ class RecordView:
         verdict = self._known.get(key)
         if verdict is None:
             verdict = self._axis_is(axis, value)
-            if type(verdict) is bool:
+            if self._shared or type(verdict) is bool:
                 self._known[key] = verdict
         return verdict
 
@@ -198,7 +217,7 @@ def _declare(refusal: RefusalText) -> None:
     rows = rows_of(refusal.rule)
 
     def body(view):
-        return Not(Or(*[matches(row, view) for row in rows]))
+        return Not(Or(*[view.row(row) for row in rows]))
 
     kind = "vLLM's text" if refusal.vllm_text else "kvproof's text (the seed gives none)"
     body.__name__ = f"state_support_{refusal.rule.lower()}"

@@ -32,7 +32,7 @@ from .calls import Config
 from .pins import DEFAULT_PINS
 from .session import Session
 from .shapes import Bound, Shape, alternatives as shape_alternatives, base_shapes, mutations, no_shapes_reason, relevance
-from .symbolic import collect_consts
+from .symbolic import collect_consts, per_conjunct
 from .verdicts import Outcome
 from .witnesses import replay, replay_refusal
 
@@ -175,7 +175,7 @@ class Prover:
                 encoded = session.encode(rule)
                 paths = list(encoded.subjects)
                 if encoded.terms:
-                    names = collect_consts(encoded.terms)
+                    names = per_conjunct(collect_consts, encoded.terms)
                     paths += [leaf.path for leaf in session.leaves() if any(n in names for n in leaf.var_names)]
                 mutated = mutations(self.repaired(base), self.pins_of(self._kind_of[base.key()]), self.alternatives())
                 mutated.sort(key=lambda s: (-relevance(s.edit, paths), s.size))

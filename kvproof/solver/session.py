@@ -32,7 +32,7 @@ from .encode import Encoded, as_bool, encode_rule, read_symbolically, role_of
 from .pins import PIN_ROUNDS, agrees, learning_pins, pin_label
 from .shapes import Shape, document_class
 from .slices import Slices
-from .symbolic import Leaf, Policy, ReadLog, SymbolicDocument, build, collect_consts, template_tree
+from .symbolic import Leaf, Policy, ReadLog, SymbolicDocument, build, collect_consts, per_conjunct, template_tree
 from .verdicts import Outcome, Questions
 
 __all__ = ["Session", "VIRTUAL_DIR"]
@@ -159,7 +159,7 @@ class Session(Questions, Slices):
         key = ("consts",) + tuple(term.get_id() for term in terms)
         known = self.cache.get(key)
         if known is None:
-            known = self.cache[key] = (frozenset(collect_consts(terms)), list(terms))
+            known = self.cache[key] = (frozenset(per_conjunct(collect_consts, terms)), list(terms))
         return known[0]
 
     def touch(self, terms: list) -> list[Leaf]:

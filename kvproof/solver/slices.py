@@ -15,7 +15,7 @@ import z3
 from ..rules.core import Rule
 from .calls import ask_tracked
 from .pins import nonlinear_consts, pin_label, pin_pairs, small_domain
-from .symbolic import Leaf, collect_consts
+from .symbolic import Leaf, collect_consts, per_conjunct
 from .verdicts import Outcome
 
 __all__ = ["Slices", "SLICE_FRACTION", "HELD_FRACTION"]
@@ -108,7 +108,7 @@ class Slices:
             for _name, term in parts:
                 memo = cache.get(("nonlinear", term.get_id()))
                 if memo is None:
-                    memo = cache[("nonlinear", term.get_id())] = (nonlinear_consts([term]), term)
+                    memo = cache[("nonlinear", term.get_id())] = (per_conjunct(nonlinear_consts, [term]), term)
                 names |= memo[0]
             pinned = self._small_leaves(names)
             if not pinned:

@@ -40,7 +40,7 @@ import re
 import types
 import typing
 from fractions import Fraction
-from typing import Any, Iterable, Literal, get_args, get_origin
+from typing import Any, Callable, Iterable, Literal, get_args, get_origin
 
 import attrs
 import z3
@@ -161,6 +161,15 @@ class SymValue:
         self.rval = leaf.payload.get(FLOAT_T)
         self.sval = leaf.payload.get(STR_T)
         self._cache: dict[str, Any] = {}
+
+    def memo_key(self) -> tuple[tuple, list]:
+        """What every term built from this value depends on (its leaf's kind, possible tags and
+        terms: equal names give equal terms), and those terms: :func:`kvproof.logic.symbolic_table`."""
+        leaf = self._leaf
+        terms = [t for t in (self.tag, self.ival, self.bval, self.rval, self.sval) if t is not None]
+        key = (leaf.kind, leaf.optional, tuple(leaf.tags), repr(leaf.literal),
+               tuple(t.get_id() if t is not None else None for t in (self.tag, self.ival, self.bval, self.rval, self.sval)))
+        return key, terms
 
     @property
     def given(self):
@@ -817,6 +826,38 @@ def _concretize(doc: "SymbolicDocument", model: z3.ModelRef, touched: set[str] |
         return _decode(model.eval(item, model_completion=True), _sort_kind(item))
 
     return _rebuild(doc.obj, leaf_value)
+
+
+#: Results of :func:`per_conjunct` by function and term id, each with its term (kept alive, so an id
+#: is never reused for another term); started again past the limit (a pure memo).
+_CONJUNCT_MEMO: dict = {}
+_CONJUNCT_MEMO_LIMIT = 200_000
+
+
+def per_conjunct(walk: Callable[[list], set[str]], terms: Iterable[Any]) -> set[str]:
+    """``walk(terms)`` for a walk whose answer over several terms is the union of its answers
+    over each (:func:`collect_consts`, :func:`~kvproof.solver.pins.nonlinear_consts`), remembered
+    per conjunct: a rule's terms are the conjunction of its instances', and a mutation changes a
+    few instances of its base's, so the others are walked once for every shape of a kind."""
+    out: set[str] = set()
+    stack = list(terms)
+    while stack:
+        term = stack.pop()
+        key = (walk, term.get_id())
+        known = _CONJUNCT_MEMO.get(key)
+        if known is not None:
+            out |= known[0]
+            continue
+        if z3.is_and(term) and term.num_args() > 1:
+            children = term.children()
+            found = per_conjunct(walk, children)
+        else:
+            found = walk([term])
+        if len(_CONJUNCT_MEMO) >= _CONJUNCT_MEMO_LIMIT:
+            _CONJUNCT_MEMO.clear()
+        _CONJUNCT_MEMO[key] = (frozenset(found), term)
+        out |= found
+    return out
 
 
 def collect_consts(terms: Iterable[Any]) -> set[str]:

@@ -204,3 +204,54 @@ def test_a_control_flow_read_is_a_concrete_required_error() -> None:
     with strict_bool(), pytest.raises(L.ConcreteRequired) as caught:
         bool(x > 1)
     assert caught.value.leaf is None and [t.get_id() for t in caught.value.terms] == [(x > 1).get_id()]
+
+
+def _twin_leaves() -> tuple[SymValue, SymValue, SymValue]:
+    """Two leaves of the same name and kind (as two shapes of one kind build them) and a third of
+    another name."""
+    out = []
+    for path in ("$.x", "$.x", "$.y"):
+        leaf = Leaf(path=path, spath=path[2:], kind="scalar", optional=True,
+                    tags=(ABSENT_T, NULL_T, INT_T, BOOL_T, FLOAT_T))
+        leaf.make("")
+        out.append(leaf.term)
+    return out[0], out[1], out[2]
+
+
+def test_symbolic_memo_shares_a_result_between_leaves_with_the_same_terms_only() -> None:
+    a, twin, other = _twin_leaves()
+    calls = []
+
+    def compute(value):
+        calls.append(value)
+        return value == 3
+
+    first = L.symbolic_memo(compute, a)
+    assert L.symbolic_memo(compute, twin).eq(first)  # the twin's terms are a's: not built again
+    assert len(calls) == 1
+    assert not L.symbolic_memo(compute, other).eq(first)
+    assert len(calls) == 2
+    assert first.eq(a == 3)  # the term compute would build
+    assert L.symbolic_memo(compute, 3) is True and len(calls) == 3  # plain input: computed, not kept
+
+
+def test_symbolic_table_is_shared_by_symbolic_inputs_and_absent_for_plain_ones() -> None:
+    a, twin, other = _twin_leaves()
+    table = L.symbolic_table("test", a, 1)
+    assert table is not None and L.symbolic_table("test", twin, 1) is table
+    assert L.symbolic_table("test", other, 1) is not table
+    assert L.symbolic_table("test", twin, 2) is not table
+    assert L.symbolic_table("test", 1, 2) is None
+    with L.concrete_only():
+        assert L.symbolic_table("test", a, 1) is None
+
+
+def test_per_conjunct_walks_agree_with_the_whole_term() -> None:
+    from kvproof.solver.pins import nonlinear_consts
+    from kvproof.solver.symbolic import per_conjunct
+
+    x, y, z, w = z3.Ints("x y z w")
+    terms = [z3.And(x * y > 3, z + w == 2, z3.And(w % z == 1, x > 0)), z3.And(x * y > 3, y == 1), w * w > 0]
+    for walk in (collect_consts, nonlinear_consts):
+        assert per_conjunct(walk, terms) == walk(terms)
+        assert per_conjunct(walk, terms) == walk(terms)  # again, from the memo
