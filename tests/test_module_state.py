@@ -24,6 +24,7 @@ _TABLES = {
     "solver/symbolic.py:_AXIOMS",
     "logic.py:_SYMBOLIC_MEMO",  # symbolic_memo: a pure formula's z3 term by its inputs (terms by id, kept alive)
     "logic.py:_SYMBOLIC_TABLES",  # symbolic_table: pure results shared by inputs with the same terms (kept alive)
+    "solver/symbolic.py:_TAG_TESTS",  # a leaf's tag tests by its tag term's id (the term kept alive)
     "solver/symbolic.py:_CONJUNCT_MEMO",  # per_conjunct: a DAG walk's answer by term id (the term kept alive)
 }
 

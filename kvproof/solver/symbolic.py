@@ -147,6 +147,12 @@ def _accessed(leaf: "Leaf") -> None:
         reads.leaves.append(leaf)
 
 
+#: ``tag == value`` terms of :meth:`SymValue._is` by the tag term's id and the value, each with its
+#: tag term (kept alive, so an id is never reused); a pure memo.
+_TAG_TESTS: dict = {}
+_TAG_TESTS_LIMIT = 200_000
+
+
 class SymValue:
     """An optional or ``Scalar`` leaf: a tag with typed payloads."""
 
@@ -184,8 +190,17 @@ class SymValue:
         """The key holds a value, not null (``Present``)."""
         _accessed(self._leaf)
         if "present" not in self._cache:
-            nonvalue = [t for t in (ABSENT_T, NULL_T) if t in self._leaf.tags]
-            self._cache["present"] = z3.And(*[self.tag != t for t in nonvalue]) if nonvalue else z3.BoolVal(True)
+            nonvalue = tuple(t for t in (ABSENT_T, NULL_T) if t in self._leaf.tags)
+            if not nonvalue:
+                self._cache["present"] = z3.BoolVal(True)
+            else:
+                key = (self.tag.get_id(), "present", nonvalue)
+                known = _TAG_TESTS.get(key)
+                if known is None:
+                    if len(_TAG_TESTS) >= _TAG_TESTS_LIMIT:
+                        _TAG_TESTS.clear()
+                    known = _TAG_TESTS[key] = (z3.And(*[self.tag != t for t in nonvalue]), self.tag)
+                self._cache["present"] = known[0]
         return self._cache["present"]
 
     @property
@@ -221,7 +236,17 @@ class SymValue:
         return tag in self._leaf.tags
 
     def _is(self, tag: int):
-        return self.tag == tag if self._has(tag) else z3.BoolVal(False)
+        if not self._has(tag):
+            return z3.BoolVal(False)
+        # a tag test is asked of every leaf by nearly every rule, on every build of every shape:
+        # one term per tag term and value for the process (equal names make equal tag terms)
+        key = (self.tag.get_id(), tag)
+        known = _TAG_TESTS.get(key)
+        if known is None:
+            if len(_TAG_TESTS) >= _TAG_TESTS_LIMIT:
+                _TAG_TESTS.clear()
+            known = _TAG_TESTS[key] = (self.tag == tag, self.tag)
+        return known[0]
 
     def _numeric_tag(self):
         """Holds a number in Python's sense (int, bool or float): what ``==`` compares."""
