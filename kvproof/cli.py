@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import gc
 import os
 import sys
 import threading
@@ -52,6 +53,15 @@ class Seconds(click.ParamType):
 
 
 SECONDS = Seconds()
+
+
+def _solver_process() -> None:
+    """The set-up of a command that runs z3: Ctrl-C stops it at once (:func:`_solver_interrupts`),
+    and the process is tuned for the solver (:func:`kvproof.solver.native.tune_process`)."""
+    from .solver.native import tune_process
+
+    _solver_interrupts()
+    tune_process()
 
 
 def _solver_interrupts() -> None:
@@ -264,11 +274,21 @@ def _examples_problems(examples: str) -> list[str]:
 @click.version_option(package_name="kvproof")
 @click.option("--color", type=click.Choice(terminal.COLOR_MODES), default=None, expose_value=False,
               is_eager=True, callback=_reset_terminal, help=_COLOR_HELP)
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Prove or refute the KV-cache allocation rules of vLLM 0.33.0.
 
     Reports go to stdout, diagnostics and refusals with them; usage errors, warnings and progress
     go to stderr (docs/cli.md)."""
+    if isinstance(ctx.obj, _Startup) and ctx.obj.gc_paused and ctx.invoked_subcommand != "check":
+        gc.enable()  # the console script paused it for start-up only (kvproof/__main__.py)
+
+
+class _Startup:
+    """What the process entry point tells the commands (``kvproof.__main__``)."""
+
+    def __init__(self, gc_paused: bool) -> None:
+        self.gc_paused = gc_paused
 
 
 @cli.command()
@@ -429,7 +449,7 @@ def fuzz(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: s
     """Fuzz the rules: single-field mutations of valid records and profiles (PATHs; default the
     bundled examples), concrete/z3 parity, and rule ablation. Exit 0 ok, 1 failures (each written
     to --output with the `kvproof check` command that reproduces it), 2 bad input."""
-    _solver_interrupts()
+    _solver_process()
     from .commands.fuzz import run
 
     sys.exit(run(paths, campaign, examples, seed, fmt, out, jobs, strict, fixtures, geometries, exhaustive,
@@ -472,7 +492,7 @@ def prove(rule_ids: tuple[str, ...], all_rules: bool, max_shape: str | None, tim
         if problems:
             click.echo("\n".join(problems))
             sys.exit(EXIT_BAD_INPUT)
-    _solver_interrupts()
+    _solver_process()
     from .commands.prove import run, run_table
 
     if table:
@@ -527,7 +547,7 @@ def claim(expression: str | None, kind: str | None, claims_file: str | None, all
         if problems:
             click.echo("\n".join(problems))
             sys.exit(EXIT_BAD_INPUT)
-    _solver_interrupts()
+    _solver_process()
     from .commands.claim import run
 
     sys.exit(run(expression, kind, claims_file, all_claims, max_shape, timeout, fmt, counterexample_dir, rlimit,
@@ -568,19 +588,21 @@ def explore(template: str, minimize: str | None, maximize: str | None, open_fiel
       kvproof explore examples/minimax-m27-tp4/scheduler-dp0.json --minimize doc.cache.num_blocks --open '$.cache'
       kvproof explore examples/geometries/glm53flash-tp4.json --minimize doc.available_memory_bytes --open '$.available_memory_bytes'
       kvproof explore examples/glm53flash-tp4/profile.json --minimize "Sum(If(g.kind == 'state', 0, g.page_size_bytes) for g in doc.resources.cache_groups) + doc.resources.runtime_memory.kv_cache_bytes" --open '$.resources.runtime_memory'"""
-    _solver_interrupts()
+    _solver_process()
     from .commands.explore import run
 
     sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit, requires, max_plans))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: click's own usage errors exit 2; no input ever produces a traceback."""
+def main(argv: list[str] | None = None, startup_gc_paused: bool = False) -> int:
+    """Entry point: click's own usage errors exit 2; no input ever produces a traceback.
+    ``startup_gc_paused``: the caller turned the cyclic garbage collector off for start-up; every
+    command but ``check`` turns it on again."""
     _tolerant_streams()
     stdout = sys.stdout
     sys.stdout = _PipeTolerant(stdout)
     try:
-        code = _dispatch(argv)
+        code = _dispatch(argv, _Startup(startup_gc_paused))
         sys.stdout.flush()
     finally:
         sys.stdout = stdout
@@ -616,17 +638,17 @@ class _PipeTolerant:
         return getattr(self._stream, name)
 
 
-def _dispatch(argv: list[str] | None) -> int:
-    code = _run_command(argv)
+def _dispatch(argv: list[str] | None, startup: "_Startup") -> int:
+    code = _run_command(argv, startup)
     if code == EXIT_INTERRUPTED or _SIGINT.is_set():
         click.echo("kvproof: interrupted", err=True)
         return EXIT_INTERRUPTED
     return code
 
 
-def _run_command(argv: list[str] | None) -> int:
+def _run_command(argv: list[str] | None, startup: "_Startup") -> int:
     try:
-        cli.main(args=argv, prog_name="kvproof", standalone_mode=False)
+        cli.main(args=argv, prog_name="kvproof", standalone_mode=False, obj=startup)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:

@@ -168,13 +168,15 @@ def _jobs_from_env() -> int:
 # -- units: rules are independent questions, one rule per unit (kvproof.executor) --
 
 def prove_unit(kind: str, rule_ids: tuple[str, ...], bound, config, examples: str | None,
-               digest: str | None = None) -> list:
+               digest: str | None = None, proofs: bool = False) -> list:
     """The verdicts (``kind`` prove) or redundancy of these rules, in registry order, in whichever
     process runs them: the prover of this process for these settings (the parent's, inherited by a
     fork, or built here), which closes the pins of the kinds they read lazily. A rule is never
     split: its shapes are asked in one order, the cores of earlier shapes steering later ones, so
     its result does not depend on where or beside which rules it runs. ``digest``: the example
-    documents the submitting process reads; a worker that reads others refuses."""
+    documents the submitting process reads; a worker that reads others refuses. ``proofs``: the
+    run keeps a proof cache: a dead verdict's stored proof is written here, beside the search
+    that found it (``RuleResult.proof``), not in the submitting process after every unit."""
     from ..executor import ExecutorError, process_state
     from ..solver.prove import Prover
 
@@ -185,7 +187,14 @@ def prove_unit(kind: str, rule_ids: tuple[str, ...], bound, config, examples: st
     prover = process_state(_prover_key(bound, config, examples),
                            lambda: Prover(None, bound, config, Path(examples) if examples else None))
     by_id = {r.id: r for r in prover.rules}
-    return [prover.prove(by_id[i]) if kind == "prove" else prover.redundancy(by_id[i]) for i in rule_ids]
+    results = [prover.prove(by_id[i]) if kind == "prove" else prover.redundancy(by_id[i]) for i in rule_ids]
+    if proofs and kind == "prove":
+        from ..solver.core_check import proof_payload
+
+        for result in results:
+            if result.verdict == "dead" and result.steps:
+                result.proof = proof_payload(by_id[result.rule], prover.rules, prover.config, result.steps) or False
+    return results
 
 
 def _prover_key(bound, config, examples: str | None) -> tuple:
@@ -230,10 +239,12 @@ def _results(prover, selected, kind: str, pool, jobs: int = 1, cache=None):
     elif isinstance(pool, InProcess) or remote or jobs <= 1:  # one rule a unit: results as they come
         groups = [[rule] for rule in proved]
     else:
-        groups = job_groups(prover, proved, jobs)
-    units = [(kind, tuple(r.id for r in group), prover.bound, prover.config, examples, digest) for group in groups]
-    # a group holding a rule expected dead searches every shape of the bound (the long pole): it goes first
-    first = sorted(range(len(groups)), key=lambda i: all(r.expect != "dead" for r in groups[i]))
+        groups = job_groups(prover, proved, jobs)  # in the order to submit them
+    units = [(kind, tuple(r.id for r in group), prover.bound, prover.config, examples, digest, cache is not None)
+             for group in groups]
+    # a rule expected dead searches every shape of the bound (the long pole): it goes first
+    first = None if len(groups) > 1 and len(proved) > len(groups) else \
+        sorted(range(len(groups)), key=lambda i: all(r.expect != "dead" for r in groups[i]))
     pending = iter(selected)
     upcoming = next(pending, None)
 

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import attrs
 import z3
 
-__all__ = ["Config", "IsolatedSolver", "interrupt", "ask_tracked"]
+__all__ = ["Config", "IsolatedSolver", "interrupt", "interruptible_check", "ask_tracked"]
 
 
 @attrs.define
@@ -80,17 +80,7 @@ class IsolatedSolver:
         self.solver.pop()
 
     def check(self, *assumptions: Any) -> Any:
-        terms = [self._in(a) for a in assumptions]
-        if _Running.interrupted:
-            raise KeyboardInterrupt
-        _Running.context = self.ctx
-        try:
-            answer = self.solver.check(*terms)
-        finally:
-            _Running.context = None
-        if _Running.interrupted:  # z3 answered unknown because it was stopped: not an answer
-            raise KeyboardInterrupt
-        return answer
+        return interruptible_check(self.solver, self.ctx, [self._in(a) for a in assumptions])
 
     def model(self) -> Any:
         return self.solver.model().translate(z3.main_ctx())
@@ -100,6 +90,21 @@ class IsolatedSolver:
 
     def reason_unknown(self) -> str:
         return self.solver.reason_unknown()
+
+
+def interruptible_check(solver: Any, ctx: Any, assumptions: Iterable[Any] = ()) -> Any:
+    """``solver.check(*assumptions)`` (``solver`` of z3 context ``ctx``) that Ctrl-C stops at once
+    (:func:`interrupt`): raises ``KeyboardInterrupt`` instead of z3's unknown."""
+    if _Running.interrupted:
+        raise KeyboardInterrupt
+    _Running.context = ctx
+    try:
+        answer = solver.check(*assumptions)
+    finally:
+        _Running.context = None
+    if _Running.interrupted:  # z3 answered unknown because it was stopped: not an answer
+        raise KeyboardInterrupt
+    return answer
 
 
 def ask_tracked(parts: list[tuple[str, Any]], leaves: dict, names: Iterable[str], *, timeout: float,

@@ -1,97 +1,137 @@
-"""The re-check of a cached dead verdict (:mod:`kvproof.solver.proof_cache`).
+"""The proof of a cached dead verdict (:mod:`kvproof.solver.proof_cache`): written once, re-solved
+on every hit.
 
 A dead verdict is one unsat answer per shape the search asked (:attr:`RuleResult.steps`): each
 answer's unsat core names the assertions it needed (rule IDs, ``goal:R``, domain axioms
-``LD:*``/``SHAPE:*``, held pins ``SHAPE:pin <leaf> = <value>``). A stored proof keeps, per such
-shape, its documents, the pins it was built with and its core. The re-check builds each shape
-with today's code and rules, asserts only the labelled assertions of today's encoding and asks
-z3 again: unsat of a subset of today's assertions is unsat of all of them. A label today's
-encoding does not have, an encoding that needs other pins, or an answer other than unsat fails
-the re-check (and the rule is proved again).
+``LD:*``/``SHAPE:*``, held pins ``SHAPE:pin <leaf> = <value>``). When the verdict is stored
+(:func:`proof_payload`), each shape is built again, only its core's labelled assertions are taken
+(:func:`core_question`: the core's rules and goal encoded, its axioms, held values substituted)
+and the question they make is written as SMT-LIB2 text, its terms asserted plainly; identical
+questions are written once, and every one must be unsat or nothing is stored. A re-check
+(:func:`recheck`) parses each question its steps point at into one fresh z3 context and asks it
+again: only unsat is accepted (sat, unknown, a text that does not parse reject the entry, and the
+rule is proved again), so the budget's nondeterminism can only cost a re-proof.
+
+The stored text stands in for the encoding: it is believed only under the key it was written
+with, which covers every line of kvproof (the package digest, :mod:`~kvproof.solver.proof_cache`),
+every rule, the bound, the budget, the examples and the z3 and Python versions. Any code change
+re-proves the dead verdicts; under the same code the encoding would build the same terms.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import z3
 
 from ..rules.core import Rule
-from .calls import Config, ask_tracked
+from .calls import Config, interruptible_check
 from .pins import pin_label, pin_pairs, small_domain
 from .session import Session
 from .shapes import Shape
 
-__all__ = ["steps_payload", "recheck"]
+__all__ = ["core_question", "proof_payload", "recheck"]
 
 
-def steps_payload(steps: list) -> dict:
-    """The JSON form of a dead verdict's steps: document texts and pin sets kept once each
-    (a mutation shares all but one document, and the pins, with its base), shapes by index."""
+def proof_payload(rule: Rule, rules: list[Rule], config: Config, steps: list) -> dict | None:
+    """The JSON form of a dead verdict's steps ``(shape, pins, core)``: per step the shape's name,
+    its core's labels and the index of its question in ``questions`` (the SMT-LIB2 text of the
+    core's assertions, each distinct question once). None when a core is not a question of today's
+    encoding (:func:`core_question`) or a question's text is not unsat: not kept."""
+    by_id = {r.id: r for r in rules}  # once for every step
+    index: dict[tuple, int] = {}  # (label, term id) of a question -> its text's index
     texts: dict[str, int] = {}
-    pin_sets: dict[tuple, int] = {}
+    keep: list = []  # the terms stay alive while their ids key ``index``: an id is never reused
     out = []
     for shape, pins, core in steps:
-        documents = []
-        for kind, file, tree in shape.documents:
-            text = json.dumps(tree, ensure_ascii=False)  # insertion order kept: the build follows it
-            documents.append([kind, file, texts.setdefault(text, len(texts))])
-        out.append({"shape": shape.name, "documents": documents,
-                    "pins": pin_sets.setdefault(tuple(pins), len(pin_sets)), "core": list(core)})
-    return {"texts": list(texts), "pins": [list(p) for p in pin_sets], "steps": out}
+        core = [str(label) for label in core]
+        asserted = core_question(rule, rules, by_id, config, shape, set(pins), core)
+        if asserted is None:
+            return None
+        # the same terms are the same question (z3 makes one term of equal ones): written once
+        question = tuple(sorted((name, term.get_id()) for name, term in asserted))
+        if question not in index:
+            solver = z3.Solver()
+            for _, term in asserted:
+                solver.add(term)
+            try:
+                text = solver.to_smt2()
+            except z3.Z3Exception:
+                return None
+            index[question] = texts.setdefault(text, len(texts))
+            keep.append(asserted)
+        out.append({"shape": shape.name, "core": core, "question": index[question]})
+    questions = list(texts)
+    if not _unsat(questions, config):
+        return None
+    return {"questions": questions, "steps": out}
 
 
-def recheck(rule: Rule, rules: list[Rule], config: Config, payload: dict) -> bool:
-    """Every stored step is unsat again with today's encoding restricted to its core's labels."""
+def recheck(payload: dict, config: Config) -> bool:
+    """Every question the stored ``steps`` point at is unsat again (:func:`proof_payload`'s form;
+    the steps may be a part of the proof's: the questions they point at are asked, each once)."""
     try:
-        texts = payload["texts"]
-        pin_sets = payload["pins"]
-        steps = payload["steps"]
-        if not steps or not isinstance(texts, list) or not isinstance(pin_sets, list):
+        questions, steps = payload["questions"], payload["steps"]
+        if not steps or not isinstance(questions, list):
             return False
-        trees: dict[int, Any] = {}
-        by_id = {r.id: r for r in rules}  # once for every step
-        answered: dict = {}
-        keep: list = []
+        wanted: set[int] = set()
         for step in steps:
-            documents = []
-            for kind, file, index in step["documents"]:
-                if index not in trees:
-                    trees[index] = json.loads(texts[index])
-                documents.append((str(kind), str(file), trees[index]))
-            pins = {str(p) for p in pin_sets[step["pins"]]}
-            core = [str(label) for label in step["core"]]
-            if not _unsat_again(rule, rules, by_id, config, Shape(str(step["shape"]), tuple(documents)), pins, core,
-                                answered, keep):
+            index = step["question"]
+            if (not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(questions)
+                    or not isinstance(questions[index], str) or not isinstance(step["shape"], str)
+                    or not isinstance(step["core"], list)):
                 return False
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            wanted.add(index)
+        return _unsat([questions[i] for i in sorted(wanted)], config)
+    except (KeyError, TypeError, ValueError, AttributeError):  # ValueError: a text z3 cannot take (a lone surrogate)
         return False
+
+
+def _unsat(texts: list[str], config: Config) -> bool:
+    """Every SMT-LIB2 text parses and is unsat, each asked on a fresh solver of one fresh z3
+    context with the budget of ``config``."""
+    ctx = z3.Context()
+    for text in texts:
+        solver = z3.Solver(ctx=ctx)
+        solver.set("timeout", max(1, int(config.timeout * 1000)))
+        solver.set("rlimit", max(1, config.rlimit))
+        solver.set("random_seed", config.seed)
+        try:
+            solver.from_string(text)
+        except z3.Z3Exception:
+            return False
+        if interruptible_check(solver, ctx) != z3.unsat:
+            return False
     return True
 
 
-def _unsat_again(rule: Rule, rules: list[Rule], by_id: dict[str, Rule], config: Config, shape: Shape,
-                 pins: set[str], core: list[str], answered: dict, keep: list) -> bool:
-    """One step: the labelled assertions of today's encoding of ``shape`` are unsat."""
+def core_question(rule: Rule, rules: list[Rule], by_id: dict[str, Rule], config: Config, shape: Shape,
+                  pins: set[str], core: list[str]) -> list[tuple[str, Any]] | None:
+    """The labelled assertions of today's encoding of ``shape`` (built with ``pins``) that ``core``
+    names, as ``(label, term)``: the core's rules and goal encoded (with the held values
+    substituted as the search held them) and its axioms. None when a label is not one today's
+    encoding has (or a held value the search never holds), a core names a rule after ``rule``, or
+    the encoding needs other pins. The terms live in z3's main context; keep them alive while
+    their ids are compared."""
     session = Session(shape, rules, config, set(pins))
     named = [label for label in core if label in session.order]
     # a rule after ``rule`` is not asserted by its question: a core naming one is not its proof
     if any(session.order[name] >= session.order[rule.id] for name in named):
-        return False
+        return None
     goal_label = f"goal:{rule.id}"
     parts: list[tuple[str, Any]] = []
     for name in named:
         encoded = session.encode(by_id[name])
         if encoded.error is not None or not encoded.terms:
-            return False
+            return None
         parts.append((name, z3.And(*encoded.terms)))
     if goal_label in core:
         goal, early = session.goal(rule)
         if early is not None or goal is None:
-            return False
+            return None
         parts.append((goal_label, goal))
     if session.pins != pins or session.built_pins != frozenset(pins):
-        return False  # today's encoding needs other pins: the stored build is not today's
+        return None  # today's encoding needs other pins: the stored build is not today's
     wanted = {label for label in core if label not in session.order and label != goal_label}
     asserted: list[tuple[str, Any]] = []
     found: set[str] = set()
@@ -119,16 +159,7 @@ def _unsat_again(rule: Rule, rules: list[Rule], by_id: dict[str, Rule], config: 
                 pairs += pin_pairs(leaf)
                 found.add(label)
     if found != wanted:
-        return False  # a label today's encoding does not have (or a held value the search never holds)
+        return None  # a label today's encoding does not have (or a held value the search never holds)
     if pairs:  # held as the search held them: the parts with those leaves' template values substituted
         parts = [(name, z3.substitute(term, *pairs)) for name, term in parts]
-    asserted += parts
-    # the same terms are the same question (z3 makes one term of equal ones): asked once
-    question = tuple(sorted((name, term.get_id()) for name, term in asserted))
-    if question in answered:
-        return answered[question]
-    # the axioms are among ``asserted`` already (only the core's): no leaves to add
-    answer, _, _ = ask_tracked(asserted, {}, (), timeout=config.timeout, rlimit=config.rlimit, seed=config.seed)
-    answered[question] = unsat = answer == z3.unsat
-    keep.append(asserted)  # the terms stay alive: their ids are never reused
-    return unsat
+    return asserted + parts

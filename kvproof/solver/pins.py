@@ -14,11 +14,11 @@ import json
 from typing import Any, Callable, Iterable, TypeVar
 
 import z3
-from z3 import z3core as c
 
 from ..diagnostics import KvproofError
 from ..logic import ConcreteRequired
 from ..models.codec import ABSENT
+from .native import expr_at, raw_api
 from .symbolic import Leaf, collect_consts
 
 __all__ = ["DEFAULT_PINS", "SMALL_DOMAIN", "NeedPins", "small_domain", "spaths_of", "learning_pins",
@@ -89,42 +89,45 @@ def nonlinear_consts(terms: Iterable[Any]) -> set[str]:
     """Names of the constants that occur under a nonlinear node of the terms: a product with two
     or more non-constant factors, or a division/modulo by a non-constant (every operand's
     constants). Empty: the terms are linear."""
-    ctx = z3.main_ctx().ref()
+    api = raw_api()  # z3's C API without the wrappers' per-call work (native._Raw)
+    ast_id, ast_kind, to_app, num_args = api.ast_id, api.ast_kind, api.to_app, api.num_args
+    app_decl, decl_kind, app_arg = api.app_decl, api.decl_kind, api.app_arg
+    ctx = z3.main_ctx().ref().value
     app_kind = z3.Z3_APP_AST
     uninterpreted = z3.Z3_OP_UNINTERPRETED
     ground: dict[int, bool] = {}  # ast id -> no uninterpreted constant below
     out: set[str] = set()
     nonlinear: list = []
-    stack = [(t.as_ast(), False) for t in terms]
+    stack = [(t.as_ast().value, False) for t in terms]
     while stack:
         ast, done = stack.pop()
-        ident = c.Z3_get_ast_id(ctx, ast)
+        ident = ast_id(ctx, ast)
         if ident in ground and not done:
             continue
-        if c.Z3_get_ast_kind(ctx, ast) != app_kind:
+        if ast_kind(ctx, ast) != app_kind:
             ground[ident] = True
             continue
-        app = c.Z3_to_app(ctx, ast)
-        count = c.Z3_get_app_num_args(ctx, app)
-        decl = c.Z3_get_app_decl(ctx, app)
+        app = to_app(ctx, ast)
+        count = num_args(ctx, app)
+        decl = app_decl(ctx, app)
         if count == 0:
-            ground[ident] = c.Z3_get_decl_kind(ctx, decl) != uninterpreted
+            ground[ident] = decl_kind(ctx, decl) != uninterpreted
             continue
-        args = [c.Z3_get_app_arg(ctx, app, i) for i in range(count)]
+        args = [app_arg(ctx, app, i) for i in range(count)]
         if not done:
             stack.append((ast, True))
             stack.extend((arg, False) for arg in args)
             continue
-        flags = [ground[c.Z3_get_ast_id(ctx, arg)] for arg in args]
+        flags = [ground[ast_id(ctx, arg)] for arg in args]
         ground[ident] = all(flags)
-        kind = c.Z3_get_decl_kind(ctx, decl)
+        kind = decl_kind(ctx, decl)
         if kind in _NONLINEAR_OPS:
             if kind == z3.Z3_OP_MUL:
                 hit = sum(1 for flag in flags if not flag) >= 2
             else:
                 hit = not flags[-1]
             if hit:
-                nonlinear.extend(z3.z3._to_expr_ref(arg, z3.main_ctx()) for arg, flag in zip(args, flags) if not flag)
+                nonlinear.extend(expr_at(arg) for arg, flag in zip(args, flags) if not flag)
     if nonlinear:
         out = collect_consts(nonlinear)
     return out

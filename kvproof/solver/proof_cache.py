@@ -9,24 +9,30 @@ reach by name (walked through ``__globals__``, recursively), the solver's and th
 bound, the solver budget (:class:`~kvproof.solver.calls.Config`), the example documents' digest,
 and the versions of z3 and Python.
 
-**Reachable** and **dead** verdicts are stored, each re-checked on a hit with today's code:
+**Reachable** and **dead** verdicts are stored, each re-checked on a hit:
 
 * a reachable verdict keeps its witness documents; a hit is replayed through the concrete checker
   (:func:`~kvproof.solver.witnesses.replay_refusal` with today's rules): the witness must load
   strictly and be refused with that rule first, with the same text;
-* a dead verdict keeps its proof (:attr:`RuleResult.steps`): for every shape whose question was
-  unsat, the shape's documents, the pins it was built with and the labels of its unsat core (rule
-  IDs, ``goal:R``, axiom names, held pins). A hit builds each shape again with today's rules,
-  asserts only the core's labelled assertions of today's encoding and must get unsat again
-  (:func:`~kvproof.solver.core_check.recheck`): unsat of a subset of today's assertions is unsat of
-  all of them. A label today's encoding lacks, an encoding that needs other pins, or another answer
-  rejects the entry. The entry also records the hash of every rule's key (:meth:`ProofCache.registry`):
-  the verdict rests on the other rules too (its core's, and those that closed the pins and repaired
-  the templates its shapes came from), so an edit of any rule re-proves every dead verdict. The
-  shape list itself is the entry's (deriving it again is the cost the cache saves): the key and
-  checksum guard it against staleness and corruption, the re-solve guards the cores.
+* a dead verdict keeps its proof (:attr:`RuleResult.steps`, :mod:`~kvproof.solver.core_check`):
+  for every shape whose question was unsat, the shape's name, the labels of its unsat core (rule
+  IDs, ``goal:R``, axiom names, held pins) and the index of its core's question, the core's
+  assertions of the encoding written as SMT-LIB2 text when the verdict was stored (each distinct
+  question once, each checked unsat then). A hit parses every question the steps point at and z3
+  must answer unsat again (:func:`~kvproof.solver.core_check.recheck`): the core is re-solved.
+  The text stands in for the encoding, so a dead entry is believed only under the code that
+  wrote it: besides the rule's key it records the hash of every rule's key
+  (:meth:`ProofCache.registry`: the verdict rests on the other rules too, its core's and those that
+  closed the pins and repaired the templates its shapes came from) and the digest of kvproof's
+  whole Python source (:meth:`ProofCache.package`), both compared on read; any edit of kvproof
+  re-proves every dead verdict. The union of the steps' cores must be the reported core. The
+  shape list, the cores' labels and the questions are the entry's (deriving them is the cost the
+  cache saves): the key guards them against staleness and the checksum against corruption, not
+  against someone who rewrites an entry and its checksum on purpose.
 
-Unknown, mismatch and error verdicts are not cached.
+So a dead hit is believed when its key (rule sources, every rule's key, the package source, z3
+and Python versions, bound, config, examples) matches, its checksum matches and every stored core
+question is unsat again in z3. Unknown, mismatch and error verdicts are not cached.
 
 An entry that does not parse, names another rule or key, fails its checksum or its re-check is
 ignored; the rule is proved again and its entry overwritten. Entries are written through
@@ -50,13 +56,13 @@ import z3
 from ..executor import folder_digest
 from ..output import OutputFolder
 from ..rules.core import Binding, Rule
-from .core_check import recheck, steps_payload
+from .core_check import proof_payload, recheck
 from .witnesses import replay_refusal
 
 __all__ = ["ProofCache", "rule_key", "reached_sources", "FORMAT"]
 
 #: The entry format; a change of layout changes every key.
-FORMAT = 2
+FORMAT = 3
 #: The fields of a ``RuleResult`` an entry keeps (``seconds`` is the clock, ``witness`` the
 #: path ``-o`` writes: both belong to the run, not to the proof).
 _KEPT = ("rule", "verdict", "expect", "core", "shape", "shapes_tried", "reason", "documents", "changed", "gaps",
@@ -184,6 +190,7 @@ class ProofCache:
         self.rules = rules
         self.config = config
         self._registry: str | None = None
+        self._package: str | None = None
         self._environment = _environment(bound, config, examples)
         self._keys: dict[str, str] = {}
         self._sources: dict[str, str] = {}
@@ -212,8 +219,8 @@ class ProofCache:
     def read(self, rule: Rule) -> dict | None:
         """The entry of ``rule`` for today's key when it parses, matches its checksum and holds a
         reachable verdict with a witness or a dead one with a proof written under today's rules
-        (the cheap checks); None otherwise (a present entry counts as rejected). Its re-check is
-        :meth:`verify`."""
+        and today's kvproof source, its steps' cores making the reported core (the cheap checks);
+        None otherwise (a present entry counts as rejected). Its re-check is :meth:`verify`."""
         path = self.root / self._name(rule)
         try:
             text = path.read_text(encoding="utf-8")
@@ -242,9 +249,11 @@ class ProofCache:
                 return payload if fields["documents"] else None
             if fields["verdict"] != "dead" or fields["documents"]:
                 return None
-            # a dead verdict: written under today's rule set, its steps' cores the reported core
+            # a dead verdict: written under today's rule set and code, its steps' cores the reported core
             proof = payload.get("proof")
-            if payload.get("registry") != self.registry() or not isinstance(proof, dict):
+            if payload.get("registry") != self.registry() or payload.get("package") != self.package():
+                return None  # written under other rules or other code: its questions are not today's encoding
+            if not isinstance(proof, dict) or not isinstance(proof["questions"], list) or not proof["steps"]:
                 return None
             labels = {label for step in proof["steps"] for label in step["core"] if not label.startswith("goal:")}
             if labels != set(fields["core"]):
@@ -261,11 +270,12 @@ class ProofCache:
         """The re-check of an entry :meth:`read` returned (``part`` of ``parts``: the steps
         ``part::parts`` of a dead proof; a witness is replayed by part 0). A reachable verdict:
         today's checker refuses the stored witness with this rule first, with the stored text. A
-        dead one: every stored unsat core is unsat again on today's encoding (:func:`recheck`)."""
+        dead one: every stored core question these steps point at is unsat again (:func:`recheck`,
+        in a fresh z3 context with this run's budget)."""
         fields = entry["result"]
         if fields["verdict"] == "dead":
             proof = dict(entry["proof"], steps=entry["proof"]["steps"][part::parts])
-            return recheck(rule, self.rules, self.config, proof)
+            return recheck(proof, self.config)
         if part:
             return True
         verdict, reason, first = replay_refusal(rule.id, fields["documents"], self.rules)
@@ -284,9 +294,18 @@ class ProofCache:
             self._registry = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return self._registry
 
+    def package(self) -> str:
+        """The digest of kvproof's whole Python source: a dead verdict's stored questions stand in
+        for today's encoding, which any line of kvproof may change."""
+        if self._package is None:
+            self._package = folder_digest(_PACKAGE, "*.py")
+        return self._package
+
     def store(self, result: Any) -> bool:
-        """Keep a reachable result with its witness, or a dead one with its proof (False for any
-        other verdict, or a dead verdict without steps: not cached)."""
+        """Keep a reachable result with its witness, or a dead one with its proof: the SMT-LIB2
+        text of every step's core question, each checked unsat (:func:`proof_payload`). False for
+        any other verdict, a dead verdict without steps, or a proof that cannot be written so: not
+        cached."""
         if result.verdict == "reachable":
             if not result.documents:
                 return False
@@ -298,10 +317,13 @@ class ProofCache:
         payload = {"format": FORMAT, "key": self.key(rule), "result": fields}
         if result.verdict == "dead":
             payload["registry"] = self.registry()
-            try:
-                payload["proof"] = steps_payload(result.steps)
-            except (TypeError, ValueError):  # a template value JSON cannot hold: this proof is not kept
+            payload["package"] = self.package()
+            proof = getattr(result, "proof", None)  # made by the process that proved it
+            if proof is None:
+                proof = proof_payload(rule, self.rules, self.config, result.steps)
+            if not proof:  # a core today's encoding does not ask, or a question not unsat: not kept
                 return False
+            payload["proof"] = proof
         text = json.dumps({"payload": payload, "checksum": _checksum(payload)}, indent=1, sort_keys=True) + "\n"
         with OutputFolder(self.root) as folder:
             folder.add(self._name(rule), text)

@@ -21,7 +21,7 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import attrs
 
@@ -63,6 +63,9 @@ class RuleResult:
     #: A dead verdict's proof, shape by shape: ``(shape, pins it was built with, unsat core labels)``
     #: of every shape whose question was unsat (the proof cache stores it and re-checks it on a hit).
     steps: list = attrs.field(factory=list, eq=False, repr=False)
+    #: The stored form of ``steps`` (:func:`~kvproof.solver.core_check.proof_payload`), made where
+    #: the rule was proved when the run keeps a proof cache; None: not made; False: not storable.
+    proof: Any = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def contrary(self) -> bool:
@@ -243,7 +246,7 @@ class Prover:
         on ``--jobs``."""
         start = time.perf_counter()
         result = RuleResult(rule.id, "dead", rule.expect)
-        cores: list[str] = []
+        cores: set[str] = set()  # the labels of every unsat core so far
         hints: list[tuple[frozenset, bool]] = []  # the rule sets of earlier cores, latest first
         unknown: list[str] = []
         errors: list[str] = []
@@ -276,7 +279,7 @@ class Prover:
                         self._refine(rule, session, result)
                     break
                 if outcome.status == "unsat":
-                    cores += [c for c in outcome.core if not c.startswith("goal:")]
+                    cores.update(c for c in outcome.core if not c.startswith("goal:"))
                     _add_hint(hints, outcome.core, session.order)
                     steps.append((shape, sorted(session.built_pins), list(outcome.core)))
                 elif outcome.status == "unknown":
@@ -431,49 +434,67 @@ class Prover:
         return out
 
 
+#: The rules of a kind whose pins cost at most this share of a run's estimate are spread one by one
+#: over whichever process is free (their pins are cheap to close twice): the profile kind's.
+FILLER_SHARE = 0.01
+
+
 def job_groups(prover: "Prover", rules: list[Rule], jobs: int) -> list[list[Rule]]:
-    """The rules split among at most ``jobs`` processes so that the rules reading a document kind
-    are all in one process (the kinds a rule reads join: worker and scheduler). That process
-    closes the kind's pins itself, lazily (:meth:`Prover.pins_of`): closing them is most of a
-    kind's cost (the bundle kind encodes every rule on its 115 base shapes, ~18 s), which a
-    parent closing every kind before it forks paid serially. One group when the rules read one
-    family of kinds. Only the balance depends on this split, never a result: a rule's result is
-    a function of its kinds' shapes and pins alone.
+    """The rules split into units for at most ``jobs`` processes, in the order to submit them. A
+    process closes the pins of the kinds its rules read itself, lazily (:meth:`Prover.pins_of`):
+    closing them is a large part of a kind's cost (the bundle kind encodes every rule on its 115
+    base shapes), which a parent closing every kind before it forks paid serially, and which two
+    processes sharing a kind both pay. Only the balance depends on this split, never a result: a
+    rule's result is a function of its kinds' shapes and pins alone.
 
-    Groups are packed largest first into the least loaded process, by an estimate in units of
-    template size: closing a kind costs its base shapes' size, and a rule expected dead walks
-    every shape and ``mutations`` mutations of its seeds (about ``mutations / 10`` times that)."""
-    parent: dict[str, str] = {}
-
-    def root(kind: str) -> str:
-        while parent.setdefault(kind, kind) != kind:
-            kind = parent[kind]
-        return kind
-
-    for rule in rules:
-        kinds = list(rule.over.kinds)
-        for other in kinds[1:]:
-            parent[root(other)] = root(kinds[0])
-    families: dict[str, list[Rule]] = {}
-    for rule in rules:
-        families.setdefault(root(rule.over.kinds[0]), []).append(rule)
+    The rules that read the same kinds form one item. Items are packed largest first into one
+    unit per process, each where it adds least, counting the pins of each kind the unit does not
+    close yet; those units come first, the ones holding a rule expected dead before the others.
+    The rules of items whose pins are cheap (:data:`FILLER_SHARE` of the whole estimate) follow,
+    one unit each, largest first: a process that finishes its unit early takes them, which evens
+    out what the estimate gets wrong. The estimate is in units of template size (about 0.17 ms of
+    one core each, measured on the bundle kind's pins): closing a kind costs its base shapes'
+    size; a rule expected dead walks every shape and ``mutations`` mutations of its seeds (about
+    ``mutations / 10`` times that); any other rule about three of its kinds' average base shapes
+    (``prove --all --timings``: most are found on the first shapes, a few walk hundreds)."""
+    sizes: dict[str, int] = {}
+    counts: dict[str, int] = {}
 
     def size(kinds) -> int:
-        return sum(shape.size for kind in kinds for shape in prover.bases(kind))
+        for kind in kinds:
+            if kind not in sizes:
+                bases = prover.bases(kind)
+                sizes[kind], counts[kind] = sum(shape.size for shape in bases), len(bases)
+        return sum(sizes[kind] for kind in kinds)
 
-    def weight(members: list[Rule]) -> int:
-        kinds = sorted({kind for rule in members for kind in rule.over.kinds})
-        dead = sum(size(rule.over.kinds) for rule in members if rule.expect == "dead")
-        return size(kinds) + dead * max(1, prover.bound.mutations // 10)
+    def cost(rule: Rule) -> int:
+        kinds = rule.over.kinds
+        if rule.expect == "dead":
+            return size(kinds) * max(1, prover.bound.mutations // 10)
+        shapes = sum(counts[kind] for kind in kinds) if size(kinds) else 0
+        return 3 * size(kinds) // max(1, shapes)
 
-    ordered = sorted(families.values(), key=lambda members: (-weight(members), prover.rules.index(members[0])))
-    bins: list[tuple[int, list[Rule]]] = [(0, []) for _ in range(min(jobs, len(ordered)))]
-    for members in ordered:
-        index = min(range(len(bins)), key=lambda i: (bins[i][0], i))
-        load, group = bins[index]
-        bins[index] = (load + weight(members), group + members)
     order = {rule.id: index for index, rule in enumerate(prover.rules)}
-    return [sorted(group, key=lambda r: order[r.id]) for _, group in bins if group]
+    items: dict[tuple[str, ...], list[Rule]] = {}
+    for rule in rules:
+        items.setdefault(tuple(sorted(rule.over.kinds)), []).append(rule)
+    weights = {kinds: sum(cost(rule) for rule in members) for kinds, members in items.items()}
+    total = sum(weights.values()) + size({kind for kinds in items for kind in kinds})
+    fillers = [kinds for kinds in items if jobs > 1 and len(items) > 1 and size(kinds) <= FILLER_SHARE * total]
+    ordered = sorted((kinds for kinds in items if kinds not in fillers),
+                     key=lambda kinds: (-weights[kinds], order[items[kinds][0].id]))
+    bins: list[tuple[int, set[str], list[Rule]]] = [(0, set(), []) for _ in range(min(jobs, len(ordered)))]
+    for kinds in ordered:
+        def added(index: int) -> int:
+            return weights[kinds] + size(set(kinds) - bins[index][1])
+
+        index = min(range(len(bins)), key=lambda i: (bins[i][0] + added(i), i))
+        load, closed, group = bins[index]
+        bins[index] = (load + added(index), closed | set(kinds), group + items[kinds])
+    units = [sorted(group, key=lambda r: order[r.id]) for _, _, group in bins if group]
+    units.sort(key=lambda unit: all(rule.expect != "dead" for rule in unit))  # the long poles first
+    spread = sorted((rule for kinds in fillers for rule in items[kinds]), key=lambda r: (-cost(r), order[r.id]))
+    return units + [[rule] for rule in spread]
 
 
 def _then_pairs(prover: "Prover", rule: Rule, candidates: list, done) -> Iterable[tuple[int, Shape]]:

@@ -44,12 +44,12 @@ from typing import Any, Callable, Iterable, Literal, get_args, get_origin
 
 import attrs
 import z3
-from z3 import z3core as c
 
 from ..diagnostics import KvproofError
 from ..logic import ConcreteRequired, _string_val
 from ..models.codec import ABSENT, MAX_SAFE_INT, Scalar, SignedInt, unstructure
 from ..rules.core import child
+from .native import raw_api
 
 __all__ = [
     "Policy", "SymValue", "Leaf", "SymbolicDocument", "ReadLog", "build", "schema_path",
@@ -167,15 +167,19 @@ class SymValue:
         self.rval = leaf.payload.get(FLOAT_T)
         self.sval = leaf.payload.get(STR_T)
         self._cache: dict[str, Any] = {}
+        self._memo_key: tuple[tuple, list] | None = None
 
     def memo_key(self) -> tuple[tuple, list]:
         """What every term built from this value depends on (its leaf's kind, possible tags and
-        terms: equal names give equal terms), and those terms: :func:`kvproof.logic.symbolic_table`."""
-        leaf = self._leaf
-        terms = [t for t in (self.tag, self.ival, self.bval, self.rval, self.sval) if t is not None]
-        key = (leaf.kind, leaf.optional, tuple(leaf.tags), repr(leaf.literal),
-               tuple(t.get_id() if t is not None else None for t in (self.tag, self.ival, self.bval, self.rval, self.sval)))
-        return key, terms
+        terms: equal names give equal terms), and those terms: :func:`kvproof.logic.symbolic_table`.
+        Made once: the value's terms never change."""
+        if self._memo_key is None:
+            leaf = self._leaf
+            terms = [t for t in (self.tag, self.ival, self.bval, self.rval, self.sval) if t is not None]
+            key = (leaf.kind, leaf.optional, tuple(leaf.tags), repr(leaf.literal),
+                   tuple(t.get_id() if t is not None else None for t in (self.tag, self.ival, self.bval, self.rval, self.sval)))
+            self._memo_key = (key, terms)
+        return self._memo_key
 
     @property
     def given(self):
@@ -307,6 +311,7 @@ class SymValue:
             view = copy.copy(self)
             view.tag = z3.If(self.tag == ABSENT_T, z3.IntVal(NULL_T), self.tag) if self._has(ABSENT_T) else self.tag
             view._cache = {}
+            view._memo_key = None  # another tag term: another key
             return view
         kind = self._leaf.kind
         if kind == "scalar":
@@ -886,30 +891,33 @@ def per_conjunct(walk: Callable[[list], set[str]], terms: Iterable[Any]) -> set[
 
 
 def collect_consts(terms: Iterable[Any]) -> set[str]:
-    """Names of the uninterpreted constants of z3 terms (a fast DAG walk on z3's C API)."""
-    ctx = z3.main_ctx().ref()
+    """Names of the uninterpreted constants of z3 terms (a DAG walk on z3's C API)."""
+    api = raw_api()
+    ctx = z3.main_ctx().ref().value
+    ast_id, ast_kind, to_app, num_args = api.ast_id, api.ast_kind, api.to_app, api.num_args
+    app_decl, decl_kind, app_arg = api.app_decl, api.decl_kind, api.app_arg
     seen: set[int] = set()
     out: set[str] = set()
-    stack = [t.as_ast() for t in terms]
+    stack = [t.as_ast().value for t in terms]
     app_kind = z3.Z3_APP_AST
     uninterpreted = z3.Z3_OP_UNINTERPRETED
     while stack:
         ast = stack.pop()
-        ident = c.Z3_get_ast_id(ctx, ast)
+        ident = ast_id(ctx, ast)
         if ident in seen:
             continue
         seen.add(ident)
-        if c.Z3_get_ast_kind(ctx, ast) != app_kind:
+        if ast_kind(ctx, ast) != app_kind:
             continue
-        app = c.Z3_to_app(ctx, ast)
-        count = c.Z3_get_app_num_args(ctx, app)
+        app = to_app(ctx, ast)
+        count = num_args(ctx, app)
         if count == 0:
-            decl = c.Z3_get_app_decl(ctx, app)
-            if c.Z3_get_decl_kind(ctx, decl) == uninterpreted:
-                out.add(c.Z3_get_symbol_string(ctx, c.Z3_get_decl_name(ctx, decl)))
+            decl = app_decl(ctx, app)
+            if decl_kind(ctx, decl) == uninterpreted:
+                out.add(api.symbol_string(ctx, api.decl_name(ctx, decl)).decode("utf-8"))
         else:
             for index in range(count):
-                stack.append(c.Z3_get_app_arg(ctx, app, index))
+                stack.append(app_arg(ctx, app, index))
     return out
 
 

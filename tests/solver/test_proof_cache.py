@@ -1,7 +1,8 @@
 """The proof cache (``kvproof prove --cache DIR``, kvproof/solver/proof_cache.py): a warm run prints
 the cold run's bytes without proving; an edited rule body or formula re-proves only the rules that
 reach it; a corrupted or tampered entry is ignored, re-proved and overwritten. A dead verdict is
-believed only after every stored unsat core is unsat again on today's encoding."""
+believed only under today's kvproof source and rules, after every stored core question is unsat
+again in z3."""
 
 from __future__ import annotations
 
@@ -145,7 +146,7 @@ def test_a_checksum_mismatch_or_a_dead_verdict_without_its_proof_is_not_believed
     assert sorted(proved) == ["BO005", "PF002"]
 
 
-# -- dead verdicts: kept with the unsat core of every shape, re-solved on today's encoding --
+# -- dead verdicts: kept with the question of every shape's unsat core, re-solved by z3 on a hit --
 
 DEAD = ("PF011",)  # a profile rule expected dead: ~440 shapes, a handful of distinct questions
 
@@ -189,16 +190,16 @@ def rechecks(monkeypatch):
     answers: list[bool] = []
     original = core_check.recheck
 
-    def spy(rule, rules, config, payload):
-        answers.append(original(rule, rules, config, payload))
+    def spy(payload, config):
+        answers.append(original(payload, config))
         return answers[-1]
 
     monkeypatch.setattr(proof_cache, "recheck", spy)
     return answers
 
 
-def _steps(path: Path) -> list:
-    return json.loads(path.read_text())["payload"]["proof"]["steps"]
+def _proof(path: Path) -> dict:
+    return json.loads(path.read_text())["payload"]["proof"]
 
 
 def _tamper_proof(path: Path, change) -> None:
@@ -209,24 +210,49 @@ def _tamper_proof(path: Path, change) -> None:
     path.write_text(json.dumps(entry))
 
 
-def test_a_stored_dead_verdict_is_believed_after_its_cores_are_re_solved(cold_dead, dead_cache, proved, rechecks,
-                                                                         capsys) -> None:
-    steps = _steps(_entry(dead_cache, "PF011"))
-    assert len(steps) > 100 and all(step["core"] for step in steps)
+def test_a_stored_dead_verdict_is_believed_after_its_questions_are_re_solved(cold_dead, dead_cache, proved,
+                                                                             rechecks, capsys) -> None:
+    entry = json.loads(_entry(dead_cache, "PF011").read_text())["payload"]
+    proof = entry["proof"]
+    assert set(proof) == {"questions", "steps"}  # no documents, no pins: the questions stand for them
+    assert len(proof["steps"]) > 100 and all(set(step) == {"shape", "core", "question"} for step in proof["steps"])
+    assert all(step["core"] for step in proof["steps"])
+    assert {step["question"] for step in proof["steps"]} == set(range(len(proof["questions"])))
+    assert len(proof["questions"]) < 10 and all("(assert" in text for text in proof["questions"])
+    assert len(set(proof["questions"])) == len(proof["questions"])  # each distinct question once
+    assert entry["package"] == proof_cache.folder_digest(proof_cache._PACKAGE, "*.py")
     assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])
     assert proved == [] and rechecks == [True]
 
 
-def test_a_core_with_its_axioms_dropped_is_not_unsat_and_the_rule_is_re_proved(cold_dead, dead_cache, proved,
-                                                                               rechecks, capsys) -> None:
+def _last_assertion_only(text: str) -> str:
+    """The question's declarations and its last assertion (the goal: PF011's goal alone is
+    satisfiable, the loader axioms kill it)."""
+    head, *assertions = text.split("\n(assert")
+    assert len(assertions) > 1
+    return head + "\n(assert" + assertions[-1]
+
+
+@pytest.mark.parametrize("change", ["satisfiable", "one assertion kept", "does not parse", "no such question",
+                                    "no questions"])
+def test_a_stored_question_that_is_not_unsat_again_is_re_proved(cold_dead, dead_cache, proved, rechecks, capsys,
+                                                                change) -> None:
     path = _entry(dead_cache, "PF011")
 
-    def goal_only(payload):  # every shape's core cut to the goal: the loader axioms kill PF011, not the goal
-        for step in payload["proof"]["steps"]:
-            step["core"] = [c for c in step["core"] if c.startswith("goal:")]
-        payload["result"]["core"] = []
+    def tamper(payload):
+        proof = payload["proof"]
+        if change == "satisfiable":  # one question (the last step's) made satisfiable
+            proof["questions"][proof["steps"][-1]["question"]] = "(assert true)\n"
+        elif change == "one assertion kept":
+            proof["questions"] = [_last_assertion_only(text) for text in proof["questions"]]
+        elif change == "does not parse":  # cut in the middle of a term
+            proof["questions"][0] = proof["questions"][0][: len(proof["questions"][0]) // 2]
+        elif change == "no such question":
+            proof["steps"][-1]["question"] = len(proof["questions"])
+        else:
+            proof["questions"] = []
 
-    _tamper_proof(path, goal_only)
+    _tamper_proof(path, tamper)
     assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])
     assert proved == ["PF011"] and rechecks == [False]
     proved.clear()
@@ -235,38 +261,86 @@ def test_a_core_with_its_axioms_dropped_is_not_unsat_and_the_rule_is_re_proved(c
     assert proved == [] and rechecks == [True]
 
 
-@pytest.mark.parametrize("change", ["unknown label", "reported core differs", "no proof", "other rule set"])
-def test_a_tampered_or_stale_proof_is_detected_and_re_proved(cold_dead, dead_cache, proved, capsys, change) -> None:
+@pytest.mark.parametrize("change", ["label added", "label removed", "reported core differs", "no proof",
+                                    "other rule set", "other code"])
+def test_a_tampered_or_stale_proof_is_detected_and_re_proved(cold_dead, dead_cache, proved, rechecks, capsys,
+                                                             change) -> None:
+    """The cheap checks, before any question is asked: the steps' cores must make the reported
+    core, and the entry must have been written under today's rules and today's kvproof."""
     path = _entry(dead_cache, "PF011")
 
     def tamper(payload):
-        if change == "unknown label":  # a label today's encoding does not have
-            payload["proof"]["steps"][0]["core"].append("LD:int-range $.no.such.leaf")
-            payload["result"]["core"].append("LD:int-range $.no.such.leaf")
-        elif change == "reported core differs":  # the report must be the union of the re-solved cores
+        steps = payload["proof"]["steps"]
+        if change == "label added":  # a step's core names what the report does not
+            steps[0]["core"].append("LD:int-range $.no.such.leaf")
+        elif change == "label removed":  # no step's core names a label of the report
+            label = payload["result"]["core"][0]
+            for step in steps:
+                step["core"] = [c for c in step["core"] if c != label]
+        elif change == "reported core differs":  # the report must be the union of the stored cores
             payload["result"]["core"] = payload["result"]["core"][:1]
         elif change == "no proof":
             del payload["proof"]
-        else:  # written when another rule read otherwise (the pins, the repaired templates, the cores)
+        elif change == "other rule set":  # written when another rule read otherwise (pins, templates, cores)
             payload["registry"] = "0" * 64
+        else:  # written by other kvproof code: its questions are not today's encoding
+            payload["package"] = "0" * 64
 
     _tamper_proof(path, tamper)
     assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])
-    assert proved == ["PF011"]
+    assert proved == ["PF011"] and rechecks == []
+    proved.clear()
+    assert _prove_dead(capsys, dead_cache) == (0, cold_dead["json"])  # overwritten with a good proof
+    assert proved == [] and rechecks == [True]
+
+
+def test_an_edit_anywhere_in_kvproof_re_proves_the_dead_verdicts_only(cold_dead, tmp_path, proved, rechecks,
+                                                                      capsys, monkeypatch) -> None:
+    """A dead entry's questions stand in for today's encoding: its key covers every Python file
+    of kvproof (here a copy, a command module no rule reaches edited). A reachable verdict is
+    replayed through today's checker: its entry stays."""
+    rules, folder = ("PF001", "PF011"), tmp_path / "cache"
+    assert run(rules, fmt="json", cache_dir=str(folder)) == 0
+    cold = capsys.readouterr().out
+    proved.clear()
+    package = tmp_path / "kvproof"
+    shutil.copytree(proof_cache._PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(proof_cache, "_PACKAGE", package)
+    assert run(rules, fmt="json", cache_dir=str(folder)) == 0  # the same source: every entry believed
+    assert capsys.readouterr().out == cold and proved == [] and rechecks == [True]
+    with (package / "commands" / "rules.py").open("a") as source:
+        source.write("\n# an edit\n")
+    assert run(rules, fmt="json", cache_dir=str(folder)) == 0
+    assert capsys.readouterr().out == cold and proved == ["PF011"] and rechecks == [True]
 
 
 def test_a_stored_proof_is_the_proof_of_its_own_rule_only() -> None:
-    """The re-check asks today's goal of the rule looked up: another rule's goal label is a label
-    its encoding does not have."""
+    """The questions are built from today's encoding of the rule being stored: another rule's goal
+    label is a label its encoding does not have, and a core that is not unsat is not kept."""
     from kvproof.solver import core_check
 
     prover = Prover()
     by_id = {r.id: r for r in prover.rules}
     result = prover.prove(by_id["PF011"])
     assert result.verdict == "dead" and result.steps
-    payload = core_check.steps_payload(result.steps)
-    assert core_check.recheck(by_id["PF011"], prover.rules, prover.config, payload)
-    assert not core_check.recheck(by_id["PF010"], prover.rules, prover.config, payload)
+    payload = core_check.proof_payload(by_id["PF011"], prover.rules, prover.config, result.steps)
+    assert payload is not None and core_check.recheck(payload, prover.config)
+    assert core_check.proof_payload(by_id["PF010"], prover.rules, prover.config, result.steps) is None
+    goal_only = [(shape, pins, [c for c in core if c.startswith("goal:")]) for shape, pins, core in result.steps]
+    assert core_check.proof_payload(by_id["PF011"], prover.rules, prover.config, goal_only) is None  # sat
+
+
+def test_a_dead_verdict_whose_question_is_not_unsat_is_not_stored(tmp_path, monkeypatch) -> None:
+    from kvproof.solver import core_check
+    from kvproof.solver.shapes import Bound, examples_dir
+
+    prover = Prover()
+    result = prover.prove(next(r for r in prover.rules if r.id == "PF011"))
+    cache = proof_cache.ProofCache(tmp_path / "cache", prover.rules, Bound(), prover.config, examples_dir())
+    monkeypatch.setattr(core_check, "_unsat", lambda texts, config: False)
+    assert not cache.store(result) and not (tmp_path / "cache").exists()
+    monkeypatch.undo()
+    assert cache.store(result) and len(list((tmp_path / "cache").glob("PF011-*.json"))) == 1
 
 
 def test_a_warm_run_with_two_jobs_re_checks_in_the_workers_and_proves_nothing(tmp_path, capsys,
@@ -281,7 +355,13 @@ def test_a_warm_run_with_two_jobs_re_checks_in_the_workers_and_proves_nothing(tm
     monkeypatch.setattr(command, "prove_unit", _no_proving)
     assert run(rules, fmt="json", cache_dir=str(folder), jobs=2) == 0
     assert capsys.readouterr().out == cold
-    _tamper_proof(_entry(folder, "PF011"), lambda payload: payload["proof"]["steps"][-1].update(core=[]))
+
+    def last_step_satisfiable(payload):  # the last step only (one part of the two) points at a satisfiable question
+        proof = payload["proof"]
+        proof["steps"][-1]["question"] = len(proof["questions"])
+        proof["questions"].append("(assert true)\n")
+
+    _tamper_proof(_entry(folder, "PF011"), last_step_satisfiable)
     with pytest.raises(AssertionError, match="a rule was proved"):  # one part of two fails: proved again
         run(rules, fmt="json", cache_dir=str(folder), jobs=2)
 

@@ -278,21 +278,27 @@ def test_a_replay_witness_is_written_in_its_folder_and_loaded_with_its_role(tmp_
     assert check([attrs.evolve(document, role="checked")]) == []  # check itself accepts it
 
 
-def test_jobs_keep_the_rules_of_a_kind_in_one_process() -> None:
+def test_jobs_pack_kinds_into_units_and_spread_the_cheap_ones() -> None:
     # each process closes the pins of its own kinds (the parent closes none before it forks)
     from kvproof.solver.prove import job_groups
 
     prover = Prover()
     rules = prover.rules
-    groups = job_groups(prover, rules, 2)
-    assert len(groups) == 2 and sorted(r.id for g in groups for r in g) == sorted(r.id for r in rules)
-    kinds = [{kind for rule in group for kind in rule.over.kinds} for group in groups]
-    assert not kinds[0] & kinds[1]  # no kind's pins closed twice
+    units = job_groups(prover, rules, 2)
+    assert sorted(r.id for u in units for r in u) == sorted(r.id for r in rules)  # every rule once
+    big, spread = [u for u in units if len(u) > 1], [u for u in units if len(u) == 1]
+    assert len(big) == 2 and units[:2] == big  # one packed unit per process, submitted first
+    assert any(r.expect == "dead" for r in big[0])  # the long pole first
+    kinds = [{kind for rule in unit for kind in rule.over.kinds} for unit in big]
+    assert "bundle" in kinds[0] ^ kinds[1] and "worker" in kinds[0] ^ kinds[1]  # the costly pins once
     assert {"worker", "scheduler"} <= kinds[0] or {"worker", "scheduler"} <= kinds[1]  # joined by their rules
+    # the profile kind's pins are cheap: its rules are spread one by one, the dead one first
+    assert spread and all(r.over.kinds == ("profile",) for [r] in spread) and spread[0][0].expect == "dead"
     order = {rule.id: index for index, rule in enumerate(rules)}
-    assert all([order[r.id] for r in group] == sorted(order[r.id] for r in group) for group in groups)
-    assert len(job_groups(prover, [get_rule("PF001"), get_rule("PF002")], 2)) == 1  # one family: one group
-    assert len(job_groups(prover, rules, 8)) == 3  # never more groups than families
+    assert all([order[r.id] for r in unit] == sorted(order[r.id] for r in unit) for unit in units)
+    assert len(job_groups(prover, [get_rule("PF001"), get_rule("PF002")], 2)) == 1  # one item: one unit
+    assert len(job_groups(prover, rules, 1)) == 1  # one process: one unit, nothing spread
+    assert len([u for u in job_groups(prover, rules, 8) if len(u) > 1]) <= 4  # never more units than items
 
 
 def test_strict_bool_is_reentrant_and_restores_z3() -> None:
