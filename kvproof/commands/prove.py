@@ -187,6 +187,7 @@ def prove_unit(kind: str, rule_ids: tuple[str, ...], bound, config, examples: st
     prover = process_state(_prover_key(bound, config, examples),
                            lambda: Prover(None, bound, config, Path(examples) if examples else None))
     by_id = {r.id: r for r in prover.rules}
+    prover.keep_proofs = proofs
     results = [prover.prove(by_id[i]) if kind == "prove" else prover.redundancy(by_id[i]) for i in rule_ids]
     if proofs and kind == "prove":
         from ..solver.core_check import proof_payload
@@ -194,6 +195,8 @@ def prove_unit(kind: str, rule_ids: tuple[str, ...], bound, config, examples: st
         for result in results:
             if result.verdict == "dead" and result.steps:
                 result.proof = proof_payload(by_id[result.rule], prover.rules, prover.config, result.steps) or False
+                # the questions' z3 terms stay here: the result travels to the submitting process
+                result.steps = [(shape, pins, core, None) for shape, pins, core, _question in result.steps]
     return results
 
 
@@ -239,11 +242,12 @@ def _results(prover, selected, kind: str, pool, jobs: int = 1, cache=None):
     elif isinstance(pool, InProcess) or remote or jobs <= 1:  # one rule a unit: results as they come
         groups = [[rule] for rule in proved]
     else:
-        groups = job_groups(prover, proved, jobs)  # in the order to submit them
+        groups = job_groups(prover, proved, jobs)
     units = [(kind, tuple(r.id for r in group), prover.bound, prover.config, examples, digest, cache is not None)
              for group in groups]
     # a rule expected dead searches every shape of the bound (the long pole): it goes first
-    first = None if len(groups) > 1 and len(proved) > len(groups) else \
+    # (job_groups gives its units in the order to submit them already)
+    first = None if groups and len(groups[0]) > 1 else \
         sorted(range(len(groups)), key=lambda i: all(r.expect != "dead" for r in groups[i]))
     pending = iter(selected)
     upcoming = next(pending, None)

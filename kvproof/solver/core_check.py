@@ -30,7 +30,7 @@ from .pins import pin_label, pin_pairs, small_domain
 from .session import Session
 from .shapes import Shape
 
-__all__ = ["core_question", "proof_payload", "recheck"]
+__all__ = ["core_question", "session_question", "proof_payload", "recheck"]
 
 
 def proof_payload(rule: Rule, rules: list[Rule], config: Config, steps: list) -> dict | None:
@@ -43,17 +43,21 @@ def proof_payload(rule: Rule, rules: list[Rule], config: Config, steps: list) ->
     texts: dict[str, int] = {}
     keep: list = []  # the terms stay alive while their ids key ``index``: an id is never reused
     out = []
-    for shape, pins, core in steps:
+    for shape, pins, core, *made in steps:
         core = [str(label) for label in core]
-        asserted = core_question(rule, rules, by_id, config, shape, set(pins), core)
+        # the question the prover took from its own session (Prover.keep_proofs), else built here
+        asserted = made[0] if made and made[0] is not None else \
+            core_question(rule, rules, by_id, config, shape, set(pins), core)
         if asserted is None:
             return None
         # the same terms are the same question (z3 makes one term of equal ones): written once
         question = tuple(sorted((name, term.get_id()) for name, term in asserted))
         if question not in index:
-            solver = z3.Solver()
+            # written from a fresh context: the text's names follow the question alone, not what
+            # the process built before (the same entry bytes from every run)
+            solver = z3.Solver(ctx=z3.Context())
             for _, term in asserted:
-                solver.add(term)
+                solver.add(term.translate(solver.ctx))
             try:
                 text = solver.to_smt2()
             except z3.Z3Exception:
@@ -113,7 +117,13 @@ def core_question(rule: Rule, rules: list[Rule], by_id: dict[str, Rule], config:
     encoding has (or a held value the search never holds), a core names a rule after ``rule``, or
     the encoding needs other pins. The terms live in z3's main context; keep them alive while
     their ids are compared."""
-    session = Session(shape, rules, config, set(pins))
+    return session_question(Session(shape, rules, config, set(pins)), rule, by_id, pins, core)
+
+
+def session_question(session: Session, rule: Rule, by_id: dict[str, Rule], pins: set[str],
+                     core: list[str]) -> list[tuple[str, Any]] | None:
+    """:func:`core_question` on a session of the shape already built: a fresh one, or the one
+    whose question the core answered (the prover, while it searches: nothing is built again)."""
     named = [label for label in core if label in session.order]
     # a rule after ``rule`` is not asserted by its question: a core naming one is not its proof
     if any(session.order[name] >= session.order[rule.id] for name in named):

@@ -29,6 +29,7 @@ from ..models.codec import dumps
 from ..rules.core import Rule
 from ..rules.registry import all_rules
 from .calls import Config
+from .core_check import session_question
 from .pins import DEFAULT_PINS
 from .session import Session
 from .shapes import Bound, Shape, alternatives as shape_alternatives, base_shapes, mutations, no_shapes_reason, relevance
@@ -60,8 +61,10 @@ class RuleResult:
     #: Earlier rules whose concrete verdict differed from their symbolic one on a candidate witness.
     gaps: list[str] = attrs.field(factory=list)
     first_rule: str | None = None
-    #: A dead verdict's proof, shape by shape: ``(shape, pins it was built with, unsat core labels)``
-    #: of every shape whose question was unsat (the proof cache stores it and re-checks it on a hit).
+    #: A dead verdict's proof, shape by shape: ``(shape, pins it was built with, unsat core labels,
+    #: the core's question)`` of every shape whose question was unsat (the proof cache stores it and
+    #: re-checks it on a hit); the question (:func:`~kvproof.solver.core_check.session_question`)
+    #: only when the prover keeps proofs, else None.
     steps: list = attrs.field(factory=list, eq=False, repr=False)
     #: The stored form of ``steps`` (:func:`~kvproof.solver.core_check.proof_payload`), made where
     #: the rule was proved when the run keeps a proof cache; None: not made; False: not storable.
@@ -128,6 +131,10 @@ class Prover:
         #: answers of slice questions by their z3 terms, shared by every session (the terms are
         #: kept alive with them, so their ids are never reused)
         self.slice_cache: dict = {}
+        #: A dead verdict's steps also keep each core's question, taken from the session that
+        #: answered it (the proof cache writes them; ``prove --cache``). Never changes a result.
+        self.keep_proofs = False
+        self._rules_by_id = {r.id: r for r in rules}
 
     # -- shapes -----------------------------------------------------------------------------
     def alternatives(self) -> dict:
@@ -281,7 +288,10 @@ class Prover:
                 if outcome.status == "unsat":
                     cores.update(c for c in outcome.core if not c.startswith("goal:"))
                     _add_hint(hints, outcome.core, session.order)
-                    steps.append((shape, sorted(session.built_pins), list(outcome.core)))
+                    pins, core = sorted(session.built_pins), list(outcome.core)
+                    question = session_question(session, rule, self._rules_by_id, set(pins), core) if self.keep_proofs \
+                        else None
+                    steps.append((shape, pins, core, question))
                 elif outcome.status == "unknown":
                     unknown.append(f"{shape.name}: {outcome.reason}")
                 elif outcome.status == "error":

@@ -22,7 +22,7 @@ __all__ = ["Slices", "SLICE_FRACTION", "HELD_FRACTION"]
 
 #: A slice question (a subset of the rules on a fresh solver) gets ``rlimit // SLICE_FRACTION``
 #: (500,000 units by default). Every slice of ``prove --all`` that ends at all ends under 230,000
-#: units; the two that do not (BO006's) ran to the limit, 1 s of nothing at a fifth (measured).
+#: units; the two that do not ran to the limit, 1 s of nothing at a fifth (measured).
 SLICE_FRACTION = 10
 #: The unpinned look after the held values alone decided a goal (``_held``) gets ``rlimit //
 #: HELD_FRACTION`` (100,000 units by default): VC007's products run to the limit there (unknown:

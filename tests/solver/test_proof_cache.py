@@ -326,8 +326,16 @@ def test_a_stored_proof_is_the_proof_of_its_own_rule_only() -> None:
     payload = core_check.proof_payload(by_id["PF011"], prover.rules, prover.config, result.steps)
     assert payload is not None and core_check.recheck(payload, prover.config)
     assert core_check.proof_payload(by_id["PF010"], prover.rules, prover.config, result.steps) is None
-    goal_only = [(shape, pins, [c for c in core if c.startswith("goal:")]) for shape, pins, core in result.steps]
+    goal_only = [(shape, pins, [c for c in core if c.startswith("goal:")]) for shape, pins, core, _ in result.steps]
     assert core_check.proof_payload(by_id["PF011"], prover.rules, prover.config, goal_only) is None  # sat
+    # a prover that keeps proofs takes each question from the session that answered it (nothing
+    # built again): the same entry, to the byte, as the questions built from the stored shapes
+    keeping = Prover()
+    keeping.keep_proofs = True
+    kept = keeping.prove(by_id["PF011"])
+    assert kept.to_json() == result.to_json() and all(question is not None for *_, question in kept.steps)
+    assert all(question is None for *_, question in result.steps)
+    assert core_check.proof_payload(by_id["PF011"], keeping.rules, keeping.config, kept.steps) == payload
 
 
 def test_a_dead_verdict_whose_question_is_not_unsat_is_not_stored(tmp_path, monkeypatch) -> None:
