@@ -3,11 +3,13 @@ on every hit.
 
 A dead verdict is one unsat answer per shape the search asked (:attr:`RuleResult.steps`): each
 answer's unsat core names the assertions it needed (rule IDs, ``goal:R``, domain axioms
-``LD:*``/``SHAPE:*``, held pins ``SHAPE:pin <leaf> = <value>``). When the verdict is stored
-(:func:`proof_payload`), each shape is built again, only its core's labelled assertions are taken
-(:func:`core_question`: the core's rules and goal encoded, its axioms, held values substituted)
-and the question they make is written as SMT-LIB2 text, its terms asserted plainly; identical
-questions are written once, and every one must be unsat or nothing is stored. A re-check
+``LD:*``/``SHAPE:*``, held pins ``SHAPE:pin <leaf> = <value>``). Only the core's labelled
+assertions of the shape's encoding make its question (:func:`session_question`: the core's rules
+and goal encoded, its axioms, held values substituted), taken from the session that answered
+while the prover searches (``Prover.keep_proofs``) or from the shape built again
+(:func:`core_question`). When the verdict is stored (:func:`proof_payload`) each question is
+written as SMT-LIB2 text from a fresh z3 context, its terms asserted plainly; identical questions
+are written once, and every one must be unsat or nothing is stored. A re-check
 (:func:`recheck`) parses each question its steps point at into one fresh z3 context and asks it
 again: only unsat is accepted (sat, unknown, a text that does not parse reject the entry, and the
 rule is proved again), so the budget's nondeterminism can only cost a re-proof.
