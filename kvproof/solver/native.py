@@ -44,10 +44,53 @@ def _entry(name: str, restype: Any, *argtypes: Any) -> Any:
     return ctypes.CFUNCTYPE(restype, *argtypes)(ctypes.cast(pointer, ctypes.c_void_p).value)
 
 
+class _Wrapped:
+    """The same calls through z3's own wrappers (pointers as ints in and out, as :class:`_Raw`),
+    for a z3 whose wrappers keep their C functions otherwise: slower, never wrong."""
+
+    @staticmethod
+    def _ast(address: int) -> Any:
+        return Ast.from_buffer_copy(ctypes.c_void_p(address))
+
+    @staticmethod
+    def _ctx() -> Any:
+        return z3.main_ctx().ref()
+
+    def ast_id(self, _ctx: int, ast: int) -> int:
+        return z3core.Z3_get_ast_id(self._ctx(), self._ast(ast))
+
+    def ast_kind(self, _ctx: int, ast: int) -> int:
+        return z3core.Z3_get_ast_kind(self._ctx(), self._ast(ast))
+
+    def to_app(self, _ctx: int, ast: int) -> int:
+        return z3core.Z3_to_app(self._ctx(), self._ast(ast)).value
+
+    def num_args(self, _ctx: int, app: int) -> int:
+        return z3core.Z3_get_app_num_args(self._ctx(), self._ast(app))
+
+    def app_decl(self, _ctx: int, app: int) -> int:
+        return z3core.Z3_get_app_decl(self._ctx(), self._ast(app)).value
+
+    def decl_kind(self, _ctx: int, decl: int) -> int:
+        return z3core.Z3_get_decl_kind(self._ctx(), self._ast(decl))
+
+    def app_arg(self, _ctx: int, app: int, index: int) -> int:
+        return z3core.Z3_get_app_arg(self._ctx(), self._ast(app), index).value
+
+    def decl_name(self, _ctx: int, decl: int) -> Any:
+        return z3core.Z3_get_decl_name(self._ctx(), self._ast(decl))
+
+    def symbol_string(self, _ctx: int, symbol: Any) -> bytes:
+        return z3core.Z3_get_symbol_string(self._ctx(), symbol).encode("utf-8")
+
+
 @functools.cache
-def raw_api() -> _Raw:
-    """The raw entry points (:class:`_Raw`), made once."""
-    return _Raw()
+def raw_api() -> _Raw | _Wrapped:
+    """The raw entry points (:class:`_Raw`), made once; z3's wrappers when they cannot be found."""
+    try:
+        return _Raw()
+    except (AttributeError, IndexError, TypeError):
+        return _Wrapped()
 
 
 def expr_at(address: int) -> Any:
