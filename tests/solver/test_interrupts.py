@@ -24,6 +24,12 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _sigint_default() -> None:
+    """In the child: Ctrl-C does what it does at a terminal, also when this suite runs in the
+    background (a shell's ``&`` starts it with SIGINT ignored, and children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -37,7 +43,7 @@ def test_ctrl_c_with_two_jobs_exits_130_at_once(target) -> None:
     # VC007 and PF011 (expected dead) search every shape: tens of seconds each
     child = subprocess.Popen([sys.executable, "-m", "kvproof", "prove", "VC007", "PF011", "BO007", "--jobs", "2"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=CODE, env=_env(),
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=_sigint_default)
     try:
         deadline = time.monotonic() + 120
         while len(_children(child.pid)) < 2 and time.monotonic() < deadline and child.poll() is None:
