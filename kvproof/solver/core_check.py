@@ -36,10 +36,12 @@ __all__ = ["core_question", "session_question", "proof_payload", "recheck"]
 
 
 def proof_payload(rule: Rule, rules: list[Rule], config: Config, steps: list) -> dict | None:
-    """The JSON form of a dead verdict's steps ``(shape, pins, core)``: per step the shape's name,
-    its core's labels and the index of its question in ``questions`` (the SMT-LIB2 text of the
-    core's assertions, each distinct question once). None when a core is not a question of today's
-    encoding (:func:`core_question`) or a question's text is not unsat: not kept."""
+    """The JSON form of a dead verdict's steps ``(shape, pins, core, question)`` (``question``: the
+    core's assertions the prover took from its session, or None: built here from the shape): per
+    step the shape's name, its core's labels and the index of its question in ``questions`` (the
+    SMT-LIB2 text of the core's assertions, each distinct question once). None when a core is not
+    a question of today's encoding (:func:`core_question`) or a question's text is not unsat: not
+    kept."""
     by_id = {r.id: r for r in rules}  # once for every step
     index: dict[tuple, int] = {}  # (label, term id) of a question -> its text's index
     texts: dict[str, int] = {}
