@@ -280,15 +280,19 @@ def cli(ctx: click.Context) -> None:
 
     Reports go to stdout, diagnostics and refusals with them; usage errors, warnings and progress
     go to stderr (docs/cli.md)."""
-    if isinstance(ctx.obj, _Startup) and ctx.obj.gc_paused and ctx.invoked_subcommand != "check":
-        gc.enable()  # the console script paused it for start-up only (kvproof/__main__.py)
+    if isinstance(ctx.obj, Startup):
+        ctx.obj.command = ctx.invoked_subcommand
+        if ctx.obj.gc_paused and ctx.invoked_subcommand != "check":
+            gc.enable()  # the console script paused it for start-up only (kvproof/__main__.py)
 
 
-class _Startup:
-    """What the process entry point tells the commands (``kvproof.__main__``)."""
+class Startup:
+    """What the process entry point (``kvproof.__main__``) and the CLI tell each other: whether
+    the cyclic garbage collector was paused for start-up, and which command ran."""
 
-    def __init__(self, gc_paused: bool) -> None:
+    def __init__(self, gc_paused: bool = False) -> None:
         self.gc_paused = gc_paused
+        self.command: str | None = None
 
 
 @cli.command()
@@ -594,15 +598,16 @@ def explore(template: str, minimize: str | None, maximize: str | None, open_fiel
     sys.exit(run(template, minimize, maximize, open_fields, timeout, fmt, output, rlimit, requires, max_plans))
 
 
-def main(argv: list[str] | None = None, startup_gc_paused: bool = False) -> int:
+def main(argv: list[str] | None = None, startup: Startup | None = None) -> int:
     """Entry point: click's own usage errors exit 2; no input ever produces a traceback.
-    ``startup_gc_paused``: the caller turned the cyclic garbage collector off for start-up; every
-    command but ``check`` turns it on again."""
+    ``startup``: from the process entry point (``kvproof.__main__``): when it turned the cyclic
+    garbage collector off for start-up, every command but ``check`` turns it on again; the command
+    that ran is recorded in it."""
     _tolerant_streams()
     stdout = sys.stdout
     sys.stdout = _PipeTolerant(stdout)
     try:
-        code = _dispatch(argv, _Startup(startup_gc_paused))
+        code = _dispatch(argv, startup or Startup())
         sys.stdout.flush()
     finally:
         sys.stdout = stdout
@@ -638,7 +643,7 @@ class _PipeTolerant:
         return getattr(self._stream, name)
 
 
-def _dispatch(argv: list[str] | None, startup: "_Startup") -> int:
+def _dispatch(argv: list[str] | None, startup: Startup) -> int:
     code = _run_command(argv, startup)
     if code == EXIT_INTERRUPTED or _SIGINT.is_set():
         click.echo("kvproof: interrupted", err=True)
@@ -646,7 +651,7 @@ def _dispatch(argv: list[str] | None, startup: "_Startup") -> int:
     return code
 
 
-def _run_command(argv: list[str] | None, startup: "_Startup") -> int:
+def _run_command(argv: list[str] | None, startup: Startup) -> int:
     try:
         cli.main(args=argv, prog_name="kvproof", standalone_mode=False, obj=startup)
     except click.exceptions.Exit as exc:
