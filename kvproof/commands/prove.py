@@ -237,18 +237,17 @@ def _results(prover, selected, kind: str, pool, jobs: int = 1, cache=None):
     proved = [rule for rule in selected if rule.id not in ready]
 
     digest = _examples_digest(examples) if remote else None
+    first = None  # job_groups gives its units in the order to submit them
     if not proved:
         groups = []
     elif isinstance(pool, InProcess) or remote or jobs <= 1:  # one rule a unit: results as they come
         groups = [[rule] for rule in proved]
+        # a rule expected dead searches every shape of the bound (the long pole): it goes first
+        first = sorted(range(len(groups)), key=lambda i: groups[i][0].expect != "dead")
     else:
         groups = job_groups(prover, proved, jobs)
     units = [(kind, tuple(r.id for r in group), prover.bound, prover.config, examples, digest, cache is not None)
              for group in groups]
-    # a rule expected dead searches every shape of the bound (the long pole): it goes first
-    # (job_groups gives its units in the order to submit them already)
-    first = None if groups and len(groups[0]) > 1 else \
-        sorted(range(len(groups)), key=lambda i: all(r.expect != "dead" for r in groups[i]))
     pending = iter(selected)
     upcoming = next(pending, None)
 

@@ -44,13 +44,16 @@ def _entry(name: str, restype: Any, *argtypes: Any) -> Any:
     return ctypes.CFUNCTYPE(restype, *argtypes)(ctypes.cast(pointer, ctypes.c_void_p).value)
 
 
+def _ast(address: int) -> Any:
+    """A z3 ``Ast`` handle (what z3's wrappers take) of an address a raw call returned."""
+    return Ast.from_buffer_copy(ctypes.c_void_p(address))
+
+
 class _Wrapped:
     """The same calls through z3's own wrappers (pointers as ints in and out, as :class:`_Raw`),
     for a z3 whose wrappers keep their C functions otherwise: slower, never wrong."""
 
-    @staticmethod
-    def _ast(address: int) -> Any:
-        return Ast.from_buffer_copy(ctypes.c_void_p(address))
+    _ast = staticmethod(_ast)
 
     @staticmethod
     def _ctx() -> Any:
@@ -95,7 +98,7 @@ def raw_api() -> _Raw | _Wrapped:
 
 def expr_at(address: int) -> Any:
     """The z3 expression (main context) at the AST address a raw walk returned."""
-    return z3.z3._to_expr_ref(Ast.from_buffer_copy(ctypes.c_void_p(address)), z3.main_ctx())
+    return z3.z3._to_expr_ref(_ast(address), z3.main_ctx())
 
 
 #: glibc's mallopt(3) parameters and the values :func:`tune_process` sets.
@@ -116,9 +119,10 @@ def tune_process() -> None:
       made walked all of it (1.5 s of a 19.5 s run; with these thresholds none ran and every
       collection together took 0.6 s, the peak memory the same: 650 MB);
     * glibc keeps the memory z3 frees (elsewhere nothing happens): every question gets a z3
-      context of its own (:class:`~kvproof.solver.calls.IsolatedSolver`), whose large tables glibc mapped and unmapped
-      around each question, trimming the freed heap back to the system (``prove VC007``: 315,000
-      minor page faults and 0.64 s of system time; with these values 41,000 and 0.13 s)."""
+      context of its own (:class:`~kvproof.solver.calls.IsolatedSolver`), whose large tables
+      glibc mapped and unmapped around each question, trimming the freed heap back to the system
+      (``prove VC007``: 315,000 minor page faults and 0.64 s of system time; with these values
+      41,000 and 0.13 s)."""
     gc.set_threshold(*SOLVER_GC_THRESHOLDS)
     try:
         mallopt = ctypes.CDLL(None).mallopt
