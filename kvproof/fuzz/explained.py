@@ -101,6 +101,17 @@ def _stride_of_a_size_one_dimension(edit: Edit, tree: Any) -> bool:
     return isinstance(shape, list) and path[-1] < len(shape) and shape[path[-1]] == 1
 
 
+def _inner_stride_of_a_state_view(edit: Edit, tree: Any) -> bool:
+    """The edit is one element of a state view's ``stride_bytes`` (``role`` ``conv``, ``ssm`` or
+    ``state``: a Mamba state's view) other than its block axis's."""
+    path = edit.site.path
+    if len(path) < 2 or path[-2] != "stride_bytes" or not isinstance(path[-1], int):
+        return False
+    view = _at(tree, path[:-2])
+    return (isinstance(view, dict) and view.get("role") in ("conv", "ssm", "state")
+            and path[-1] != view.get("block_axis", 0))
+
+
 def _was(*values: Any) -> Callable[[Edit, Any], bool]:
     def test(edit: Edit, tree: Any) -> bool:
         old = _old(edit, tree)
@@ -311,6 +322,10 @@ KNOWN_GAPS: tuple[Explanation, ...] = (
     *(Explanation(owner, "mamba_cache_mode", "a missing or null Mamba mode is not required (PC010 compares a stated "
                   "mode with the resolved one)", id="F012", ops=_ABSENCE)
       for owner in ("StateEvidence", "SchedulerCache")),
+    # F031: a state view's inner strides
+    Explanation("LayerView", "stride_bytes", "a state view's strides inside its page are bounded (BO007, VC004) but "
+                "not derived from its shape: vLLM's state views are dense, each stride the bytes of the dimensions "
+                "inside it", id="F031", when=_inner_stride_of_a_state_view),
     # F017: the layout name
     Explanation("WorkerCache", "kv_cache_layout", "the layout name is read (LHBNC pages) but not checked against the "
                 "tensors' and views' strides", id="F017"),

@@ -210,3 +210,23 @@ def test_a_stride_of_a_size_one_dimension_is_a_valid_variant_and_no_other_stride
     assert explained.explain(edit(1), tree) is not None
     assert explained.explain(edit(2), tree) is None
     assert explained.explain(edit(0), tree) is None
+
+
+def test_an_inner_stride_of_a_state_view_is_the_known_gap_f031_and_no_other_stride_is() -> None:
+    # found by `kvproof fuzz --campaign all --seed 61493`: the hybrid-mamba-align worker's state view
+    # [400, 1, 8, 8] strided [256, 128, 16, 2] -> [256, 128, 17, 2] (or 18) is accepted
+    from kvproof.fuzz.mutate import Edit, Site
+
+    def tree(role: str) -> dict:
+        return {"schema_version": "kvproof/record/v1", "kind": "worker", "cache": {"layer_tensors": {"l": [
+            {"shape": [400, 1, 8, 8], "stride_bytes": [256, 128, 16, 2], "block_axis": 0, "role": role}]}}}
+
+    def edit(index: int) -> Edit:
+        site = Site(("cache", "layer_tensors", "l", 0, "stride_bytes", index), "LayerView", "stride_bytes", "int",
+                    element=True)
+        return Edit("worker.json", site, "+1", 17)
+
+    found = explained.explain(edit(2), tree("state"))
+    assert found is not None and found[0] == "gap" and found[1].id == "F031"
+    assert explained.explain(edit(0), tree("state")) is None  # the block axis: not this gap
+    assert explained.explain(edit(2), tree("kv")) is None  # an attention view's stride: not this gap
