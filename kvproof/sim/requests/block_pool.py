@@ -28,49 +28,16 @@ cost is O(blocks actually handled), not O(num_gpu_blocks).
 
 from __future__ import annotations
 
-import hashlib
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A block hash (``BlockHash``): sha256 of the parent hash and the block's token ids.
-BlockHash = bytes
+#: A block hash (``BlockHash``): vLLM's is sha256 of the parent hash and the block's token ids; here
+#: it is the exact key of the token prefix the block closes (``token_runs.PrefixKey``, made by the
+#: request block hasher, ``request.py``): equal exactly when vLLM's are, and only compared.
+BlockHash = Hashable
 #: ``BlockHashWithGroupId``: vLLM packs the group id into the bytes; a tuple is equivalent here.
-BlockHashWithGroupId = tuple[bytes, int]
-
-NONE_HASH: bytes = b""
-
-
-def hash_block_tokens(
-    parent_block_hash: BlockHash | None,
-    curr_block_token_ids: Sequence[int],
-    extra_keys: tuple[Any, ...] | None = None,
-) -> BlockHash:
-    """``hash_block_tokens`` (``v1/core/kv_cache_utils.py:707-737``), with sha256 over the parent hash
-    and the token ids as signed 64-bit integers (collision-free for our purposes; deterministic)."""
-    h = hashlib.sha256()
-    h.update(parent_block_hash or NONE_HASH)
-    h.update(b"|")
-    h.update(array("q", curr_block_token_ids).tobytes())
-    if extra_keys is not None:
-        h.update(repr(extra_keys).encode())
-    return h.digest()
-
-
-def hash_block_chain(parent_block_hash: BlockHash | None, token_ids: Sequence[int], block_size: int) -> list[BlockHash]:
-    """The chain ``hash_block_tokens(parent, block)`` over the consecutive ``block_size`` blocks of
-    ``token_ids`` (a multiple of ``block_size`` long), without extra keys: the same hashes, with one
-    conversion of the token ids instead of one per block."""
-    data = array("q", token_ids).tobytes()
-    width = 8 * block_size
-    sha256 = hashlib.sha256
-    parent = parent_block_hash or NONE_HASH
-    out: list[BlockHash] = []
-    for offset in range(0, len(data), width):
-        parent = sha256(parent + b"|" + data[offset:offset + width]).digest()
-        out.append(parent)
-    return out
+BlockHashWithGroupId = tuple[BlockHash, int]
 
 
 def make_block_hash_with_group_id(block_hash: BlockHash, group_id: int) -> BlockHashWithGroupId:

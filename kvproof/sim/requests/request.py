@@ -5,7 +5,9 @@ Paths are relative to the ``vllm/`` package. Kept: ids, prompt / output / all to
 counters, ``max_tokens``, ``status`` (``RequestStatus``, 370-398), ``num_preemptions``,
 ``num_in_flight_tokens`` (0.33 counts tokens of steps whose output is pending, 148-151),
 ``spec_token_ids``, ``shared_prefix_boundary`` / ``replay_start``, ``is_prefill_chunk``, and
-``block_hashes`` kept up to date as tokens are appended (``update_block_hashes``, 285-288).
+``block_hashes`` kept up to date as tokens are appended (``update_block_hashes``, 285-288). Token
+ids are kept as runs of consecutive ids (``token_runs.TokenRuns``), and a block's hash is the exact
+key of its token prefix (``get_request_block_hasher``).
 
 Not kept: sampling / pooling params (only ``max_tokens`` is read), multimodal features, LoRA,
 cache salt, prompt embeddings, structured output, events and stats, streaming, KV transfer params:
@@ -16,9 +18,10 @@ vLLM's extra keys are ``None``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from .block_pool import BlockHash, hash_block_chain, hash_block_tokens
+from .block_pool import BlockHash
+from .token_runs import TokenRuns
 
 __all__ = ["Request", "RequestStatus", "get_request_block_hasher"]
 
@@ -50,35 +53,20 @@ def get_request_block_hasher(
     """``get_request_block_hasher`` (``kv_cache_utils.py:953-1036``): hashes of the request's new
     full ``hash_block_size`` blocks, chained over the prefix. With ``num_hash_lookahead_tokens``
     (L > 0, EAGLE block drop with prefix caching) a block's hash also covers the next L tokens and
-    exists only once they do; its extra keys are ``(None, *next L tokens)`` (1010-1019; for one
-    lookahead token ``(None, token)``)."""
+    exists only once they do (its extra keys are ``(None, *next L tokens)``, 1010-1019).
+
+    A block's hash here is the exact key of the token prefix it closes (``TokenRuns.prefix_key`` of
+    its last token, L tokens further with lookahead): vLLM's chain is equal for two blocks exactly
+    when their token prefixes (and lookahead tokens) are, and so is the key."""
 
     def request_block_hasher(request: Request) -> list[BlockHash]:
         start_token_idx = len(request.block_hashes) * hash_block_size
         num_tokens = request.num_tokens - num_hash_lookahead_tokens
         if start_token_idx + hash_block_size > num_tokens:
             return []
-        prev_block_hash_value = request.block_hashes[-1] if request.block_hashes else None
-        all_token_ids = request._all_token_ids
-        if not num_hash_lookahead_tokens:  # no extra keys: the whole chain at once
-            stop = start_token_idx + (num_tokens - start_token_idx) // hash_block_size * hash_block_size
-            return hash_block_chain(prev_block_hash_value, all_token_ids[start_token_idx:stop], hash_block_size)
-        new_block_hashes: list[BlockHash] = []
-        while True:
-            end_token_idx = start_token_idx + hash_block_size
-            if end_token_idx > num_tokens:
-                break
-            if num_hash_lookahead_tokens:
-                hash_end = end_token_idx + num_hash_lookahead_tokens
-                extra_keys = (None, *all_token_ids[end_token_idx:hash_end])
-            else:
-                extra_keys = None
-            block_hash = hash_block_tokens(prev_block_hash_value, all_token_ids[start_token_idx:end_token_idx],
-                                           extra_keys)
-            new_block_hashes.append(block_hash)
-            start_token_idx += hash_block_size
-            prev_block_hash_value = block_hash
-        return new_block_hashes
+        key = request._all_token_ids.prefix_key
+        return [key(end + num_hash_lookahead_tokens)
+                for end in range(start_token_idx + hash_block_size, num_tokens + 1, hash_block_size)]
 
     return request_block_hasher
 
@@ -100,10 +88,11 @@ class Request:
         self.arrival_time = arrival_time
         self.status = RequestStatus.WAITING
         self.max_tokens = max_tokens
-        self.prompt_token_ids = list(prompt_token_ids)
+        self.prompt_token_ids = (prompt_token_ids.copy() if isinstance(prompt_token_ids, TokenRuns)
+                                 else TokenRuns(prompt_token_ids))
         self.num_prompt_tokens = len(self.prompt_token_ids)
-        self._output_token_ids: list[int] = []
-        self._all_token_ids: list[int] = self.prompt_token_ids.copy()
+        self._output_token_ids = TokenRuns()
+        self._all_token_ids = self.prompt_token_ids.copy()
         self.num_output_placeholders = 0
         self.num_stale_output_tokens = 0
         self.num_in_flight_tokens = 0
@@ -123,19 +112,21 @@ class Request:
         self.update_block_hashes()
 
     @property
-    def output_token_ids(self) -> list[int]:
+    def output_token_ids(self) -> TokenRuns:
         return self._output_token_ids
 
     @property
-    def all_token_ids(self) -> list[int]:
+    def all_token_ids(self) -> TokenRuns:
         return self._all_token_ids
 
-    def append_output_token_ids(self, token_ids: int | list[int]) -> None:
+    def append_output_token_ids(self, token_ids: int | Iterable[int]) -> None:
         """272-283: append, then hash any new full blocks."""
         if isinstance(token_ids, int):
             self._output_token_ids.append(token_ids)
             self._all_token_ids.append(token_ids)
         else:
+            if not isinstance(token_ids, range):
+                token_ids = list(token_ids)
             self._output_token_ids.extend(token_ids)
             self._all_token_ids.extend(token_ids)
         self.update_block_hashes()
@@ -147,7 +138,7 @@ class Request:
 
     @property
     def num_tokens(self) -> int:
-        return len(self._all_token_ids)
+        return self._all_token_ids._len  # (len() of TokenRuns, without the call: read every step)
 
     @property
     def num_tokens_with_spec(self) -> int:

@@ -52,10 +52,10 @@ SINGLE_REQUEST_ID = "simulate-0"
 PROBE_REQUEST_ID = "simulate-probe"
 
 
-def single_request_token_ids(prompt_tokens: int) -> list[int]:
+def single_request_token_ids(prompt_tokens: int) -> range:
     """Prompt token ids of the single request (``docs/requests.md``: request number 0, no shared
     prefix): token ``i`` is ``10_000_000 * 1_000 + i``."""
-    return [10_000_000 * 1_000 + i for i in range(prompt_tokens)]
+    return range(10_000_000 * 1_000, 10_000_000 * 1_000 + prompt_tokens)
 
 
 def output_token_id(r: int, j: int) -> int:

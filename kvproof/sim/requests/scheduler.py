@@ -115,6 +115,7 @@ from .kv_manager import KVCacheManager, scheduler_num_lookahead_tokens
 from .mamba_manager import get_mamba_prefill_checkpoint_position, is_mamba_prefill_checkpoint_valid
 from .request import RequestStatus
 from .scheduler_output import SchedulerOutput, WaitingPass
+from .token_runs import TokenRuns
 
 __all__ = [
     "DEFAULT_MAX_NUM_SEQS",
@@ -833,20 +834,20 @@ def _field(obj: Any, name: str, default: Any) -> Any:
     return value if present(value) else default
 
 
-def workload_token_ids(requests: list[Any]) -> list[list[int]]:
-    """The prompt token ids of each request of ``simulate.requests`` (``docs/requests.md``)."""
+def workload_token_ids(requests: list[Any]) -> list[TokenRuns]:
+    """The prompt token ids of each request of ``simulate.requests`` (``docs/requests.md``), as runs."""
     prefix_index: dict[str, int] = {}
     out = []
     for r, req in enumerate(requests):
         prompt = _field(req, "prompt_tokens", 0)
         name = _field(req, "shared_prefix", None)
         shared = 0
-        ids: list[int] = []
+        ids = TokenRuns()
         if name is not None:
             k = prefix_index.setdefault(name, len(prefix_index))
             shared = min(_field(req, "shared_prefix_tokens", 0), prompt)
             base = 10_000_000 * (k + 1)
-            ids = list(range(base, base + shared))
+            ids.extend(range(base, base + shared))
         base = 10_000_000 * (1_000 + r)
         ids.extend(range(base + shared, base + prompt))
         out.append(ids)
