@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 import platform
 import statistics
@@ -71,15 +72,22 @@ def interleaved(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str
 
 def interleaved_with_cpu(cases: dict[str, Callable[[], object]], rounds: int) -> tuple[dict, dict]:
     """Like :func:`interleaved`, also recording the process CPU time of every call: on a shared
-    machine other processes stretch the wall clock, much less the CPU time."""
+    machine other processes stretch the wall clock, much less the CPU time.
+
+    A call's result is freed after its times are read, and the garbage collector then runs outside
+    the timing: freeing one case's objects is not part of the answer, and must not land in the next
+    case's time (the requests oracle times vLLM's scheduling loop the same way, before its
+    scheduler is freed)."""
     wall: dict[str, list[float]] = {name: [] for name in cases}
     cpu: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):
         for name, fn in cases.items():
             start, start_cpu = time.perf_counter(), time.process_time()
-            fn()
+            result = fn()
             cpu[name].append(time.process_time() - start_cpu)
             wall[name].append(time.perf_counter() - start)
+            del result
+            gc.collect()
     return wall, cpu
 
 
