@@ -362,17 +362,20 @@ class MambaManager(SingleTypeKVCacheManager):
         )
         if has_partial_hit:
             num_new_blocks = max(num_new_blocks, 0) + 1
-        # Keyed on the chunk end, like the worker's compute_mamba_prefill_checkpoints.
-        checkpoint_position = get_mamba_prefill_checkpoint_position(
-            num_tokens,
-            self.cache_hit_alignment_tokens,
-            self.drop_eagle_checkpoint_block,
-            num_hash_lookahead_tokens=self.block_pool.num_hash_lookahead_tokens,
-        )
-        if not self._needs_internal_checkpoint(
-            request_id, total_computed_tokens, num_tokens, checkpoint_position, prefill_end
-        ):
-            checkpoint_position = 0
+        # Keyed on the chunk end, like the worker's compute_mamba_prefill_checkpoints (only asked
+        # where _needs_internal_checkpoint's first two conditions hold: it is pure).
+        checkpoint_position = 0
+        if self.has_prefill_checkpoint_blocks and num_tokens >= prefill_end:
+            checkpoint_position = get_mamba_prefill_checkpoint_position(
+                num_tokens,
+                self.cache_hit_alignment_tokens,
+                self.drop_eagle_checkpoint_block,
+                num_hash_lookahead_tokens=self.block_pool.num_hash_lookahead_tokens,
+            )
+            if not self._needs_internal_checkpoint(
+                request_id, total_computed_tokens, num_tokens, checkpoint_position, prefill_end
+            ):
+                checkpoint_position = 0
         checkpoint_block = int(checkpoint_position > 0)
         if not apply_admission_cap:
             if checkpoint_position > 0:

@@ -120,6 +120,8 @@ class SingleTypeKVCacheManager:
 
     @classmethod
     def _get_num_evictable_blocks(cls, blocks: Sequence[KVCacheBlock]) -> int:
+        if not blocks:  # (a running request's call: no hit blocks)
+            return 0
         return sum(blk.ref_cnt == 0 and not blk.is_null for blk in blocks)
 
     def _has_partial_local_hit(self, new_computed_blocks: Sequence[KVCacheBlock], num_local_computed_tokens: int) -> bool:
