@@ -112,6 +112,23 @@ def _inner_stride_of_a_state_view(edit: Edit, tree: Any) -> bool:
             and path[-1] != view.get("block_axis", 0))
 
 
+def _align_without_mamba(edit: Edit, tree: Any) -> bool:
+    """The edit makes a scheduler cache's Mamba mode ``align`` where the resolved mode is null or
+    absent and no group is a Mamba group (neither its ``spec_type`` nor its ``spec``'s)."""
+    groups = _at(tree, ("cache", "groups"))
+    if edit.value != "align" or _at(tree, ("resolved_config", "mamba_cache_mode")) is not None:
+        return False
+    if not isinstance(groups, list):
+        return False
+
+    def mamba(group: Any) -> bool:
+        spec = group.get("spec") if isinstance(group, dict) else None
+        return isinstance(group, dict) and "MambaSpec" in (
+            group.get("spec_type"), spec.get("spec_type") if isinstance(spec, dict) else None)
+
+    return not any(mamba(g) for g in groups)
+
+
 def _was(*values: Any) -> Callable[[Edit, Any], bool]:
     def test(edit: Edit, tree: Any) -> bool:
         old = _old(edit, tree)
@@ -326,6 +343,11 @@ KNOWN_GAPS: tuple[Explanation, ...] = (
     Explanation("LayerView", "stride_bytes", "a state view's strides inside its page are bounded (BO007, VC004) but "
                 "not derived from its shape: vLLM's state views are dense, each stride the bytes of the dimensions "
                 "inside it", id="F031", when=_inner_stride_of_a_state_view),
+    # F032: the scheduler's Mamba mode of a model without Mamba layers
+    Explanation("SchedulerCache", "mamba_cache_mode", "'align' is accepted in a scheduler record without a Mamba "
+                "group when the resolved mode is not stated (PC010 compares stated modes only); vLLM keeps "
+                "CacheConfig's 'none' for such a model (only the hybrid models' config sets 'align', and "
+                "--mamba-cache-mode has no effect)", id="F032", ops=("value",), when=_align_without_mamba),
     # F017: the layout name
     Explanation("WorkerCache", "kv_cache_layout", "the layout name is read (LHBNC pages) but not checked against the "
                 "tensors' and views' strides", id="F017"),

@@ -230,3 +230,26 @@ def test_an_inner_stride_of_a_state_view_is_the_known_gap_f031_and_no_other_stri
     assert found is not None and found[0] == "gap" and found[1].id == "F031"
     assert explained.explain(edit(0), tree("state")) is None  # the block axis: not this gap
     assert explained.explain(edit(2), tree("kv")) is None  # an attention view's stride: not this gap
+
+
+def test_align_in_the_cache_of_a_scheduler_without_mamba_groups_is_the_known_gap_f032_only() -> None:
+    # found by `kvproof fuzz --campaign all --seed 70331`: gemma-like-swa's scheduler record with
+    # $.cache.mamba_cache_mode null -> "align" (no Mamba group, the resolved mode null) is accepted
+    from kvproof.fuzz.mutate import Edit, Site
+
+    def tree(spec_types: list[str], resolved: str | None = None) -> dict:
+        return {"schema_version": "kvproof/record/v1", "kind": "scheduler",
+                "resolved_config": {"mamba_cache_mode": resolved},
+                "cache": {"mamba_cache_mode": None, "groups": [
+                    {"spec_type": t, "spec": {"spec_type": t}} for t in spec_types]}}
+
+    def edit(value: str) -> Edit:
+        site = Site(("cache", "mamba_cache_mode"), "SchedulerCache", "mamba_cache_mode", "str")
+        return Edit("scheduler-dp0.json", site, "value", value)
+
+    found = explained.explain(edit("align"), tree(["FullAttentionSpec", "SlidingWindowSpec"]))
+    assert found is not None and found[0] == "gap" and found[1].id == "F032"
+    assert explained.explain(edit("align"), tree(["FullAttentionSpec", "MambaSpec"])) is None  # a Mamba model
+    assert explained.explain(edit("align"), tree(["FullAttentionSpec"], resolved="none")) is None  # PC010's
+    found = explained.explain(edit("none"), tree(["FullAttentionSpec"]))
+    assert found is not None and found[0] == "variant"  # CacheConfig's default: a valid variant, not this gap
