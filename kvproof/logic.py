@@ -233,6 +233,8 @@ def Implies(premise: Any, conclusion: Any) -> Any:
 
 def div(a: Any, b: Any) -> Any:
     """Floor division as Python's ``//``; ``div(a, 0) == 0`` in both worlds."""
+    if type(a) is int and type(b) is int:  # the concrete common case (a planner's page arithmetic)
+        return a // b if b else 0
     if is_symbolic(a, b):
         z = z3()
         # z3's Int division is Euclidean: equal to floor division for a positive divisor.
@@ -257,6 +259,8 @@ def mod(a: Any, b: Any) -> Any:
 
 def cdiv(a: Any, b: Any) -> Any:
     """vLLM's ``cdiv``: ``-(a // -b)``, the ceiling of a / b for a positive b."""
+    if type(a) is int and type(b) is int:  # as div's
+        return -(-a // b) if b else 0
     return -div(-a, b)
 
 

@@ -14,6 +14,7 @@ round-trips; :mod:`kvproof.sim` interprets them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from fractions import Fraction
 from typing import Any, Literal, NewType
@@ -366,17 +367,18 @@ class LayerEntry:
 
     def given_fields(self) -> dict[str, Any]:
         """The spec fields this entry states (not the naming keys ``name/spec/range/...``)."""
-        out = {}
-        for field in attrs.fields(LayerEntry):
-            if field.name in _NAMING_KEYS:
-                continue
-            value = getattr(self, field.name)
-            if value is not ABSENT:
-                out[field.name] = value
-        return out
+        names = _spec_field_names()
+        return {name: value for name in names if (value := getattr(self, name)) is not ABSENT}
 
 
 _NAMING_KEYS = frozenset({"name", "spec", "range", "indices", "index"})
+
+
+@functools.cache
+def _spec_field_names() -> tuple[str, ...]:
+    """``LayerEntry``'s fields but the naming keys, in declaration order (asked once per layer entry
+    of every geometry: computed once)."""
+    return tuple(field.name for field in attrs.fields(LayerEntry) if field.name not in _NAMING_KEYS)
 
 
 SpeculativeMethod = Literal[

@@ -364,7 +364,15 @@ def _plan(geometry: Geometry) -> Plan:
         settings = attrs.evolve(settings, replay_ring=attrs.evolve(settings.replay_ring, model_dtype=_model_dtype(geometry, layers)))
     settings, alignment, default_alignment = _platform_alignment(geometry, layers, settings)
 
-    specs = {layer.name: build_layer_spec(layer, settings) for layer in layers}
+    # A spec depends on the layer's entry and the settings alone: a range's layers report equal
+    # (frozen) specs, built once per entry.
+    built: dict[int, KVCacheSpec] = {}
+    specs = {}
+    for layer in layers:
+        spec = built.get(id(layer.entry))
+        if spec is None:
+            spec = built[id(layer.entry)] = build_layer_spec(layer, settings)
+        specs[layer.name] = spec
     order = list(specs)
     if present(geometry.workers):
         worker_layers = [[name for name in order if name in set(names)] for names in geometry.workers]

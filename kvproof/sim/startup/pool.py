@@ -58,14 +58,16 @@ class KVCacheConfig:
 def get_kv_cache_bytes_per_block(groups: list[KVCacheGroupSpec], layout: KVCacheLayout) -> int:
     """``_get_kv_cache_bytes_per_block`` (kv_cache_planning.py:574-605)."""
     if not layout.is_block_outermost:
-        return bytes_per_block_layer_outermost([
-            [
-                layer_block_stride(per_layer_spec(g, n).page_size_bytes,
-                                   nonzero(per_layer_spec(g, n).get_block_stride_alignment()))
-                for n in g.layer_names
-            ]
-            for g in groups
-        ])
+        strides: dict[int, int] = {}  # per spec object (a range's layers share one, plan.py)
+
+        def stride(spec: KVCacheSpec) -> int:
+            value = strides.get(id(spec))
+            if value is None:
+                value = strides[id(spec)] = layer_block_stride(spec.page_size_bytes,
+                                                               nonzero(spec.get_block_stride_alignment()))
+            return value
+
+        return bytes_per_block_layer_outermost([[stride(per_layer_spec(g, n)) for n in g.layer_names] for g in groups])
     pages = [[per_layer_spec(g, n).page_size_bytes for n in g.layer_names] for g in groups]
     if not max(sum(p) for p in pages) > 0:
         raise VllmAssertionError("", "v1/core/kv_cache_planning.py:593")

@@ -206,7 +206,7 @@ class AttentionSpec(KVCacheSpec):
             self.num_heads, self.block_size, self.tokens_per_state, self.state_content_size_bytes
         )
 
-    @property
+    @cached_property  # (read for every layer by grouping, pool and views; its inputs are frozen once built)
     def page_size_bytes(self) -> int:  # 596-601
         if not pages.padding_fits(self.unpadded_page_size_bytes, self.page_size_padded):
             raise VllmAssertionError("", "v1/kv_cache_interface.py:598")
@@ -587,7 +587,7 @@ class MambaSpec(KVCacheSpec):
     def real_page_size_bytes(self) -> int:
         return self.state_content_size_bytes
 
-    @property
+    @cached_property  # (as the attention specs')
     def page_size_bytes(self) -> int:
         real = self.state_content_size_bytes
         if not pages.padding_fits(real, self.page_size_padded):
