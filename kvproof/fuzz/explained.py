@@ -204,7 +204,7 @@ _STATE_STORAGE_VARIANTS: tuple[Explanation, ...] = (
                 ops=_ABSENCE),
     Explanation("MambaCache", "num_speculative_tokens", "KDA RecoverSSM runs at any draft depth >= 1 and keeps no "
                 "speculative state blocks (abstract.py:84-90): no other profile field fixes the depth (ST025 refuses 0)",
-                ops=("+1", "-1"), when=lambda e, t: _policy("kda_recoverssm")(e, t) and _positive(e, t)),
+                ops=_OTHER, when=lambda e, t: _policy("kda_recoverssm")(e, t) and _positive(e, t)),
     Explanation("CacheGroup", "prefill_checkpoint_blocks", "0 or 1 prefill checkpoint (MambaMixer2 sets 1, "
                 "mamba_mixer2.py:1108-1118; other Mamba layers keep 0): the layers decide, and a profile "
                 "alone has no evidence of them (next to its records PA009 compares it)",

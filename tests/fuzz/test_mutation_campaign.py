@@ -253,3 +253,19 @@ def test_align_in_the_cache_of_a_scheduler_without_mamba_groups_is_the_known_gap
     assert explained.explain(edit("align"), tree(["FullAttentionSpec"], resolved="none")) is None  # PC010's
     found = explained.explain(edit("none"), tree(["FullAttentionSpec"]))
     assert found is not None and found[0] == "variant"  # CacheConfig's default: a valid variant, not this gap
+
+
+def test_any_positive_draft_depth_of_kda_recoverssm_is_a_valid_variant_and_zero_is_not() -> None:
+    # found by `kvproof fuzz --campaign all --seed 82417`: unmodeled-kda-recoverssm's
+    # $.resources.mamba_cache.num_speculative_tokens 2 -> 1722 (a random number: the +1/-1 neighbours
+    # were already explained, the reason is the same for any depth >= 1)
+    from kvproof.fuzz.mutate import Edit, Site
+
+    tree = {"resources": {"state_storage": "kda_recoverssm", "mamba_cache": {"num_speculative_tokens": 2}}}
+    site = Site(("resources", "mamba_cache", "num_speculative_tokens"), "MambaCache", "num_speculative_tokens", "int")
+    for op, value in (("+1", 3), ("-1", 1), ("number", 1722)):
+        found = explained.explain(Edit("profile.json", site, op, value), tree)
+        assert found is not None and found[0] == "variant", (op, value)
+    assert explained.explain(Edit("profile.json", site, "zero", 0), tree) is None  # ST025 refuses it
+    other = {"resources": {"state_storage": "full_state", "mamba_cache": {"num_speculative_tokens": 2}}}
+    assert explained.explain(Edit("profile.json", site, "number", 1722), other) is None  # ST008 judges it there
