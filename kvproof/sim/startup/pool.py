@@ -55,19 +55,16 @@ class KVCacheConfig:
 # --- the port --------------------------------------------------------------------------------
 
 
+def _block_stride(spec: KVCacheSpec) -> int:
+    """``_get_layer_block_stride`` (kv_cache_planning.py:567-569) of a layer's spec."""
+    return layer_block_stride(spec.page_size_bytes, nonzero(spec.get_block_stride_alignment()))
+
+
 def get_kv_cache_bytes_per_block(groups: list[KVCacheGroupSpec], layout: KVCacheLayout) -> int:
     """``_get_kv_cache_bytes_per_block`` (kv_cache_planning.py:574-605)."""
     if not layout.is_block_outermost:
-        strides: dict[int, int] = {}  # per spec object (a range's layers share one, plan.py)
-
-        def stride(spec: KVCacheSpec) -> int:
-            value = strides.get(id(spec))
-            if value is None:
-                value = strides[id(spec)] = layer_block_stride(spec.page_size_bytes,
-                                                               nonzero(spec.get_block_stride_alignment()))
-            return value
-
-        return bytes_per_block_layer_outermost([[stride(per_layer_spec(g, n)) for n in g.layer_names] for g in groups])
+        return bytes_per_block_layer_outermost([[_block_stride(per_layer_spec(g, n)) for n in g.layer_names]
+                                                for g in groups])
     pages = [[per_layer_spec(g, n).page_size_bytes for n in g.layer_names] for g in groups]
     if not max(sum(p) for p in pages) > 0:
         raise VllmAssertionError("", "v1/core/kv_cache_planning.py:593")
@@ -125,7 +122,7 @@ def get_kv_cache_config_from_groups(
         byte_offset = 0
         for spec, names in layers_by_spec.items():
             block_stride = interleaved_block_stride
-            padded_page = layer_block_stride(spec.page_size_bytes, nonzero(spec.get_block_stride_alignment()))
+            padded_page = _block_stride(spec)
             if block_stride is None and padded_page != spec.page_size_bytes:
                 if not layout.is_block_compact:
                     raise VllmAssertionError(f"{layout.name} cannot pad pages", "v1/core/kv_cache_planning.py:706-712")
