@@ -61,10 +61,6 @@ class TokenRuns:
                 self._len += len(token_ids)
                 self._next = token_ids.stop
             return
-        if isinstance(token_ids, TokenRuns):
-            for start, length in token_ids.runs():
-                self.extend(range(start, start + length))
-            return
         for token_id in token_ids:
             self.append(token_id)
 
