@@ -2,7 +2,10 @@
 scheduler on the same schedules, steps per second of the single-request trace, and the long workload
 (10,000 requests over 1,000,000 steps).
 
-Run: python bench/bench_requests.py [--rounds N] [--requests 64] [--no-vllm] [--no-long]
+Run: python bench/bench_requests.py [--rounds N] [--requests 64] [--no-vllm] [--no-long] [--parts]
+
+``--parts`` prints, instead, where each workload's time goes: ``simulate_workload`` with and
+without freeing its result inside the timing, and its parts timed by wrappers (no ratios).
 
 Cases (docs/requests.md), interleaved round by round:
 
@@ -139,12 +142,84 @@ def _long(decode_runs: bool = True) -> None:
           f"target < 60 s: {'met' if wall < 60 else 'NOT met'}")
 
 
+def _parts(planned: dict, rounds: int) -> None:
+    """Where each workload's time goes: ``simulate_workload`` timed as this bench's rounds time it
+    (its result freed and the garbage collected outside the timing) and as they did before
+    2026-12-06 (the result freed inside the timing, the collector left to run whenever, so in a
+    later call), then the scheduler's and the manager's parts, each wrapped by a timer (the
+    wrappers' cost is inside the parts, so they add up to more than the plain run), and
+    ``allocate_slots`` by the kind of call: a decode (one token), an admission, a prefill chunk."""
+    import functools
+    import gc
+
+    from kvproof.sim.requests import decode_runs, kv_manager, request, scheduler
+
+    print(f"parts ({rounds} rounds each; load average {load()}):")
+    for name, (the_plan, block) in planned.items():
+        before, now = [], []
+        for _ in range(rounds):
+            start = time.process_time()
+            scheduler.simulate_workload(the_plan, block)  # the result is freed inside the timing
+            before.append(time.process_time() - start)
+        for _ in range(rounds):
+            gc.collect()
+            start = time.process_time()
+            result = scheduler.simulate_workload(the_plan, block)
+            now.append(time.process_time() - start)
+            del result
+        gc.collect()
+        print(f"  {name}: CPU timed as the rounds time it {spread(now)}; "
+              f"as before 2026-12-06 {spread(before)}")
+        totals: dict[str, list[float]] = {}
+        wrapped = [(scheduler.Scheduler, "schedule"), (scheduler.Scheduler, "update_from_output"),
+                   (scheduler.Scheduler, "_schedule_waiting"), (scheduler.Scheduler, "_free_request"),
+                   (decode_runs.DecodeRuns, "advance"), (decode_runs.DecodeRuns, "_catch_up"),
+                   (kv_manager.KVCacheManager, "get_computed_blocks"),
+                   (kv_manager.KVCacheManager, "decode_quiet_steps"), (request.Request, "__init__"),
+                   (scheduler, "workload_token_ids")]
+        saved = [(owner, attr, getattr(owner, attr)) for owner, attr in wrapped]
+        saved.append((kv_manager.KVCacheManager, "allocate_slots", kv_manager.KVCacheManager.allocate_slots))
+
+        def timed(fn, label):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                start = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    entry = totals.setdefault(label, [0.0, 0])
+                    entry[0] += time.perf_counter() - start
+                    entry[1] += 1
+            return wrapper
+
+        def allocate(self, req, num_new_tokens, *args, **kwargs):
+            label = ("allocate_slots: decode" if num_new_tokens == 1 else
+                     "allocate_slots: admission" if req.status != request.RequestStatus.RUNNING else
+                     "allocate_slots: prefill chunk")
+            return timed(saved[-1][2], label)(self, req, num_new_tokens, *args, **kwargs)
+
+        try:
+            for owner, attr, fn in saved[:-1]:
+                setattr(owner, attr, timed(fn, f"{getattr(owner, '__qualname__', owner.__name__)}.{attr}"))
+            kv_manager.KVCacheManager.allocate_slots = allocate
+            for _ in range(rounds):
+                scheduler.simulate_workload(the_plan, block)
+        finally:
+            for owner, attr, fn in saved:
+                setattr(owner, attr, fn)
+        for label, (seconds, calls) in sorted(totals.items(), key=lambda item: -item[1][0]):
+            print(f"    {label:<38} {seconds / rounds * 1000:7.2f} ms  {calls // rounds:6,} calls  "
+                  f"{seconds / calls * 1e6:7.1f} us each")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--no-vllm", action="store_true")
     parser.add_argument("--no-long", action="store_true")
+    parser.add_argument("--parts", action="store_true",
+                        help="only where each workload's time goes (wrapped parts; no ratios)")
     args = parser.parse_args()
 
     from kvproof.sim.requests.request_trace import simulate_request
@@ -164,6 +239,10 @@ def main() -> None:
     for name, doc in {**docs, "single-request": single}.items():
         geometry = load_geometry(copy.deepcopy(doc))
         planned[name] = (plan(geometry), geometry.simulate)
+    if args.parts:
+        print(machine())
+        _parts({name: planned[name] for name in docs}, max(args.rounds, 5))
+        return
 
     def step_by_step_run(fn, *fn_args):
         with step_by_step():
