@@ -185,3 +185,13 @@ def test_a_linked_counterexample_folder_is_refused_before_any_claim_is_decided(t
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert "symbolic link" in _one_line_error(run)
     assert run.stdout == ""  # no verdict: nothing was decided
+
+
+def test_fuzz_leaves_nothing_in_the_working_directory(tmp_path) -> None:
+    """Hypothesis keeps its caches in ``.hypothesis`` of the working directory by default: a
+    campaign run from an empty folder leaves it empty (its caches go to a temporary folder)."""
+    work = tmp_path / "empty"
+    work.mkdir()
+    run = _kvproof("fuzz", "--campaign", "all", "--seed", "5", "-n", "2", GEMMA, cwd=work)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert sorted(p.name for p in work.iterdir()) == []

@@ -393,6 +393,22 @@ def unloadable(paths: list[str]) -> list:
     return [d for result in missing for d in result.diagnostics] + load_problems(files)
 
 
+@contextlib.contextmanager
+def _hypothesis_storage():
+    """Hypothesis keeps caches (its Unicode tables, the constants it saw) in its home directory,
+    by default ``.hypothesis`` in the working directory: ``kvproof fuzz`` writes nothing outside
+    its output folder, so a campaign's caches go to a temporary folder, removed at the end (the
+    campaigns keep no example database: ``database=None``; forked workers inherit the folder)."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    with tempfile.TemporaryDirectory(prefix="kvproof-hypothesis-") as folder:
+        set_hypothesis_home_dir(folder)
+        try:
+            yield
+        finally:
+            set_hypothesis_home_dir(None)
+
+
 def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: str, out: str | None, jobs: int,
         strict: bool, fixtures: str | None, geometries: int | None = None, exhaustive: bool = False,
         executor: str | None = None, timings: bool = False) -> int:
@@ -409,9 +425,10 @@ def run(paths: tuple[str, ...], campaign: str, examples: int, seed: int, fmt: st
         return EXIT_BAD_INPUT
 
     try:
-        result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,
-                         progress=progress_enabled(), geometries=geometries, exhaustive=exhaustive,
-                         executor=executor, timings=timings)
+        with _hypothesis_storage():
+            result = execute(chosen, campaign, examples, seed, out, jobs, strict, fixtures,
+                             progress=progress_enabled(), geometries=geometries, exhaustive=exhaustive,
+                             executor=executor, timings=timings)
     except ExecutorError as exc:
         sys.stderr.write(f"kvproof fuzz: {exc}\n")
         return EXIT_BAD_INPUT
