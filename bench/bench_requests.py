@@ -5,7 +5,9 @@ scheduler on the same schedules, steps per second of the single-request trace, a
 Run: python bench/bench_requests.py [--rounds N] [--requests 64] [--no-vllm] [--no-long] [--parts]
 
 ``--parts`` prints, instead, where each workload's time goes: ``simulate_workload`` with and
-without freeing its result inside the timing, and its parts timed by wrappers (no ratios).
+without freeing its result inside the timing, and its parts timed by wrappers; then (unless
+``--no-vllm``) the block pool floor: the time vLLM's and kvproof's ``BlockPool`` calls take (both
+wrapped), against the 20x budget, vLLM's workload CPU / 20.
 
 Cases (docs/requests.md), interleaved round by round:
 
@@ -98,9 +100,11 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def _vllm(docs: dict[str, dict], expected: dict[str, dict], rounds: int) -> dict[str, tuple[float, float]] | str:
+def _vllm(docs: dict[str, dict], expected: dict[str, dict], rounds: int,
+          block_pool: bool = False) -> dict[str, tuple[float, float]] | str:
     """vLLM's in-process (wall, CPU) seconds per workload, medians over ``rounds`` oracle runs, or
-    why they were not measured."""
+    why they were not measured; with ``block_pool``, (seconds, calls) in vLLM's ``BlockPool`` calls
+    instead (timed by wrappers, ``KVPROOF_ORACLE_BLOCK_POOL``)."""
     oracle_python = os.environ.get("KVPROOF_ORACLE_PYTHON") or str(ROOT / ".venv-vllm" / "bin" / "python")
     oracle = ROOT / "tests" / "conformance" / "oracle_requests.py"
     if not os.path.exists(oracle_python) or not oracle.exists():
@@ -111,15 +115,23 @@ def _vllm(docs: dict[str, dict], expected: dict[str, dict], rounds: int) -> dict
         for name, doc in docs.items():
             path = ROOT / "out" / f"bench-requests-{name}.json"
             path.write_text(json.dumps(doc))
+            env = {**os.environ, "KVPROOF_ORACLE_ELAPSED": "1"}
+            if block_pool:
+                env["KVPROOF_ORACLE_BLOCK_POOL"] = "1"
             run = subprocess.run([oracle_python, str(oracle), str(path)], capture_output=True, text=True,
-                                 check=False, env={**os.environ, "KVPROOF_ORACLE_ELAPSED": "1"})
+                                 check=False, env=env)
             if run.returncode != 0:
                 return f"the oracle failed ({run.returncode}): {run.stderr.strip().splitlines()[-1:]}"
             answer = json.loads(run.stdout)
             if answer.get("workload") != expected[name]:  # time the same schedule
                 return f"the oracle's {name} differs from kvproof's (run the requests parity suite)"
-            times[name][0].append(answer["workload_elapsed_s"])
-            times[name][1].append(answer["workload_cpu_s"])
+            if block_pool:
+                calls = answer["block_pool_s"].values()
+                times[name][0].append(sum(seconds for seconds, _ in calls))
+                times[name][1].append(sum(count for _, count in calls))
+            else:
+                times[name][0].append(answer["workload_elapsed_s"])
+                times[name][1].append(answer["workload_cpu_s"])
     return {name: (_median(wall), _median(cpu)) for name, (wall, cpu) in times.items()}
 
 
@@ -142,17 +154,26 @@ def _long(decode_runs: bool = True) -> None:
           f"target < 60 s: {'met' if wall < 60 else 'NOT met'}")
 
 
-def _parts(planned: dict, rounds: int) -> None:
+#: The ``BlockPool`` methods through which every block is handed out, cached, found and freed (the
+#: oracle times the same ones of vLLM's, ``tests/conformance/oracle_requests.py``).
+BLOCK_POOL_CALLS = ("get_new_blocks", "cache_full_blocks", "get_cached_block", "touch", "free_blocks")
+
+
+def _parts(planned: dict, rounds: int) -> dict[str, tuple[float, float, int]]:
     """Where each workload's time goes: ``simulate_workload`` timed as this bench's rounds time it
     (its result freed and the garbage collected outside the timing) and as they did before
     2026-12-06 (the result freed inside the timing, the collector left to run whenever, so in a
     later call), then the scheduler's and the manager's parts, each wrapped by a timer (the
     wrappers' cost is inside the parts, so they add up to more than the plain run), and
-    ``allocate_slots`` by the kind of call: a decode (one token), an admission, a prefill chunk."""
+    ``allocate_slots`` by the kind of call: a decode (one token), an admission, a prefill chunk, and
+    the block pool's calls. Returns, per workload, (CPU seconds as the rounds time it, seconds and
+    calls in the block pool)."""
     import functools
     import gc
 
-    from kvproof.sim.requests import decode_runs, kv_manager, request, scheduler
+    from kvproof.sim.requests import block_pool, decode_runs, kv_manager, request, scheduler
+
+    floors = {}
 
     print(f"parts ({rounds} rounds each; load average {load()}):")
     for name, (the_plan, block) in planned.items():
@@ -175,9 +196,12 @@ def _parts(planned: dict, rounds: int) -> None:
                    (scheduler.Scheduler, "_schedule_waiting"), (scheduler.Scheduler, "_free_request"),
                    (decode_runs.DecodeRuns, "advance"), (decode_runs.DecodeRuns, "_catch_up"),
                    (kv_manager.KVCacheManager, "get_computed_blocks"),
-                   (kv_manager.KVCacheManager, "decode_quiet_steps"), (request.Request, "__init__"),
+                   (kv_manager.KVCacheManager, "decode_quiet_steps"), (kv_manager.KVCacheManager, "decode_event"),
+                   (request.Request, "__init__"),
                    (scheduler, "workload_token_ids")]
-        saved = [(owner, attr, getattr(owner, attr)) for owner, attr in wrapped]
+        wrapped += [(block_pool.BlockPool, name) for name in BLOCK_POOL_CALLS]
+        # (what an older tree lacks is left out, so that the script times older trees too)
+        saved = [(owner, attr, getattr(owner, attr)) for owner, attr in wrapped if hasattr(owner, attr)]
         saved.append((kv_manager.KVCacheManager, "allocate_slots", kv_manager.KVCacheManager.allocate_slots))
 
         def timed(fn, label):
@@ -210,6 +234,27 @@ def _parts(planned: dict, rounds: int) -> None:
         for label, (seconds, calls) in sorted(totals.items(), key=lambda item: -item[1][0]):
             print(f"    {label:<38} {seconds / rounds * 1000:7.2f} ms  {calls // rounds:6,} calls  "
                   f"{seconds / calls * 1e6:7.1f} us each")
+        pool_calls = [totals.get(f"BlockPool.{name}", [0.0, 0]) for name in BLOCK_POOL_CALLS]
+        floors[name] = (_median(now), sum(s for s, _ in pool_calls) / rounds, sum(c for _, c in pool_calls) // rounds)
+    return floors
+
+
+def _floor(docs: dict[str, dict], results: dict[str, dict], floors: dict, rounds: int) -> None:
+    """The block pool's share against 20x vLLM: the time both sides spend in the ``BlockPool`` calls
+    (every block handed out, cached, looked up and freed, one object per block on both sides) and
+    the 20x budget, vLLM's whole workload CPU / 20 (its runs unwrapped)."""
+    whole = _vllm(docs, results, rounds)
+    pool = _vllm(docs, results, rounds, block_pool=True)
+    if isinstance(whole, str) or isinstance(pool, str):
+        print(f"block pool floor: vLLM not timed: {whole if isinstance(whole, str) else pool}")
+        return
+    print(f"block pool floor ({rounds} oracle rounds each way; load average {load()}):")
+    for name, (ours_cpu, ours_pool, ours_calls) in floors.items():
+        budget = whole[name][1] / 20
+        print(f"  {name}: 20x budget {budget * 1000:.2f} ms (vLLM CPU {whole[name][1] * 1000:.1f} ms / 20); "
+              f"block pool calls: vLLM {pool[name][0] * 1000:.2f} ms ({int(pool[name][1]):,} calls), "
+              f"kvproof {ours_pool * 1000:.2f} ms ({ours_calls:,} calls) = {ours_pool / budget:.0%} of the budget; "
+              f"kvproof whole {ours_cpu * 1000:.2f} ms = {ours_cpu / budget:.0%}")
 
 
 def main() -> None:
@@ -241,7 +286,10 @@ def main() -> None:
         planned[name] = (plan(geometry), geometry.simulate)
     if args.parts:
         print(machine())
-        _parts({name: planned[name] for name in docs}, max(args.rounds, 5))
+        floors = _parts({name: planned[name] for name in docs}, max(args.rounds, 5))
+        if not args.no_vllm:
+            from kvproof.sim.requests.scheduler import simulate_workload as run
+            _floor(docs, {name: run(*planned[name]) for name in docs}, floors, max(1, min(args.rounds, 3)))
         return
 
     def step_by_step_run(fn, *fn_args):

@@ -520,7 +520,7 @@ def run_geometry(doc: Any) -> dict:
                     return out
                 with serving_stage("workload_init"):
                     sched = build_scheduler(vllm_config, kwargs, sim["chunk_tokens"], doc.get("max_num_seqs") is not None)
-                with serving_stage("workload"):
+                with serving_stage("workload"), _block_pool_timed(out):
                     started, started_cpu = time.perf_counter(), time.process_time()
                     out["workload"] = run_workload(sched, sim["requests"], sim["max_steps"], hasher, vllm_config)
                     if os.environ.get("KVPROOF_ORACLE_ELAPSED"):  # bench/bench_requests.py: scheduling time only
@@ -536,6 +536,43 @@ def run_geometry(doc: Any) -> dict:
         return {**head, "status": "oracle_error", "error": {"message": str(exc), "type": "OracleBug"}}
     except BadInput as exc:
         return {**head, "status": "bad_input", "error": {"message": str(exc), "type": "BadInput"}}
+
+
+#: The ``BlockPool`` methods through which every block is handed out, cached, found and freed.
+BLOCK_POOL_CALLS = ("get_new_blocks", "cache_full_blocks", "get_cached_block", "touch", "free_blocks")
+
+
+@contextlib.contextmanager
+def _block_pool_timed(out: dict):
+    """With ``KVPROOF_ORACLE_BLOCK_POOL`` set (``bench/bench_requests.py --parts``): vLLM's own
+    ``BlockPool`` calls timed by wrappers, ``out["block_pool_s"]`` = {method: [seconds, calls]}."""
+    if not os.environ.get("KVPROOF_ORACLE_BLOCK_POOL"):
+        yield
+        return
+    from vllm.v1.core.block_pool import BlockPool
+
+    totals: dict[str, list] = {}
+    saved = {name: getattr(BlockPool, name) for name in BLOCK_POOL_CALLS}
+
+    def timed(name, fn):
+        def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                entry = totals.setdefault(name, [0.0, 0])
+                entry[0] += time.perf_counter() - started
+                entry[1] += 1
+        return wrapper
+
+    for name, fn in saved.items():
+        setattr(BlockPool, name, timed(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(BlockPool, name, fn)
+        out["block_pool_s"] = totals
 
 
 def _read_documents(path: str) -> tuple[list, bool]:

@@ -180,19 +180,40 @@ class FreeKVCacheBlockQueue:
             return node
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        """``popleft_n`` (347-389); a stretch of never-allocated ids is materialized at once."""
+        """``popleft_n`` (347-389): one walk from the head; a stretch of never-allocated ids is
+        materialized at once. An exhausted marker walked past leaves the list (it never refills)."""
         if n == 0:
             return []
         assert self.num_free_blocks >= n
-        out: list[KVCacheBlock] = []
+        head = self.fake_free_list_head
+        tail = self.fake_free_list_tail
+        fresh = self._fresh
         pool = self._pool
-        while len(out) < n:
-            if self.fake_free_list_head.next_free_block is self._fresh and pool.next_fresh_id < pool.num_gpu_blocks:
-                fresh = pool._materialize_fresh_n(min(n - len(out), pool.num_gpu_blocks - pool.next_fresh_id))
-                self.num_free_blocks -= len(fresh)
-                out.extend(fresh)
-            else:
-                out.append(self.popleft())
+        out: list[KVCacheBlock] = []
+        need = n
+        node = head.next_free_block
+        while need:
+            if node is fresh:
+                available = pool.num_gpu_blocks - pool.next_fresh_id
+                if available:
+                    take = need if need < available else available
+                    out.extend(pool._materialize_fresh_n(take))
+                    need -= take
+                    if not need:
+                        break  # the marker stays first
+                node = fresh.next_free_block
+                fresh.prev_free_block = fresh.next_free_block = None
+                continue
+            if node is tail or node is None:
+                raise ValueError("No free blocks available")
+            out.append(node)
+            next_block = node.next_free_block
+            node.prev_free_block = node.next_free_block = None
+            node = next_block
+            need -= 1
+        head.next_free_block = node
+        node.prev_free_block = head
+        self.num_free_blocks -= n
         return out
 
     def remove(self, block: KVCacheBlock) -> None:
@@ -439,11 +460,11 @@ class BlockPool:
                 # Partial -> full promotion of the same block (292-301).
                 assert blk.block_hash_num_tokens is not None and blk.block_hash_num_tokens < num_hash_tokens
                 self._remove_cached_block_hashes(blk)
-            elif key not in cache:
-                # _insert_block_hash of an unhashed block under a new key: it becomes the primary hash
+            elif cache.setdefault(key, blk) is blk:
+                # _insert_block_hash of an unhashed block under a new key (just inserted): it becomes
+                # the primary hash
                 blk._block_hash = key
                 blk._block_hash_num_tokens = num_hash_tokens
-                cache[key] = blk
                 if hash_map.watched is not None and block_hash in hash_map.watched:
                     hash_map.watched_changes += 1
                 continue
@@ -523,11 +544,29 @@ class BlockPool:
         if num_blocks > self.get_num_free_blocks():
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         ret = self.free_block_queue.popleft_n(num_blocks)
+        if not self.enable_caching:
+            for block in ret:
+                assert block.ref_cnt == 0
+                block.ref_cnt = 1
+            return ret
         by_block = self.cached_block_hashes_by_block
+        hash_map = self.cached_block_hash_to_block
+        cache = hash_map._cache
         for block in ret:
-            # _maybe_evict_cached_block of a block without hashes does nothing: skipped
-            if self.enable_caching and (block._block_hash is not None or block.block_id in by_block):
+            key = block._block_hash
+            if block.block_id in by_block:
                 self._maybe_evict_cached_block(block)
+            elif key is not None:
+                # _maybe_evict_cached_block of a block with its primary hash alone, the one block
+                # under that key: _remove_cached_block_hashes pops the key and resets the hash
+                if cache.get(key) is block:
+                    del cache[key]
+                    if hash_map.watched is not None and key[0] in hash_map.watched:
+                        hash_map.watched_changes += 1
+                    block._block_hash = block._block_hash_num_tokens = None
+                else:
+                    self._maybe_evict_cached_block(block)
+            # (a block without hashes: _maybe_evict_cached_block does nothing)
             assert block.ref_cnt == 0
             block.ref_cnt = 1
         return ret

@@ -8,10 +8,11 @@ whose every running request is a plain decode, with nothing admitted, gives each
 other effect is the KV cache manager's ``allocate_slots(request, 1)`` per request (916-984), and that
 is a no-op in most steps: ``KVCacheManager.decode_quiet_steps`` says, per request, how many steps in a
 row it is (no block allocated, freed or cached, no manager state changed). A decode run therefore
-calls ``allocate_slots`` only at each request's events, in running order and on the request's exact
-state at that step, and advances everything else in closed form: ``num_computed_tokens`` and the
-output tokens (appended with vLLM's block hasher, ``v1/request.py:272-288``). The outputs are the
-step-by-step ones, step for step (``tests/sim/test_decode_runs.py`` compares the two paths).
+calls ``allocate_slots`` only at each request's events (``KVCacheManager.decode_event``), in running
+order and on the request's exact state at that step, and advances everything else in closed form:
+``num_computed_tokens`` and the output tokens (appended with vLLM's block hasher,
+``v1/request.py:272-288``). The outputs are the step-by-step ones, step for step
+(``tests/sim/test_decode_runs.py`` compares the two paths).
 
 A run starts at a step when (every condition is checked, none assumed):
 
@@ -175,7 +176,7 @@ class DecodeRuns:
         hashes = pool.cached_block_hash_to_block
         memo = None  # (head, watched changes, free blocks): the head's admission failed against that
         watched_head = None
-        allocate_slots = manager.allocate_slots
+        decode_event = manager.decode_event
         lookahead = s.num_lookahead_tokens
         after_sampling = s.num_spec_tokens > 0  # update_from_output caches each decode again
         new_step_starts = s._new_step_starts
@@ -223,9 +224,10 @@ class DecodeRuns:
                             self._catch_up(lane, k)
                         c = lane.computed + k - lane.start  # computed_at(k)
                         r.num_computed_tokens = c
-                        if allocate_slots(r, 1, num_lookahead_tokens=lookahead) is None:
+                        quiet = decode_event(r, c, lookahead, after_sampling)
+                        if quiet is None:
                             raise DecodeRunError(f"allocate_slots failed for {r.request_id} inside a decode run")
-                        lane.event = k + 1 + self._quiet(r, c + 1)
+                        lane.event = k + 1 + quiet
                         same = events.get(lane.event)
                         if same is None:
                             events[lane.event] = [lane]
