@@ -5,6 +5,8 @@ blocks, free queue order and cache keys."""
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -62,8 +64,6 @@ cases = st.fixed_dictionaries({
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(cases)
 def test_decode_event_is_allocate_slots(case: dict) -> None:
-    import random
-
     rng = random.Random(case["seed"])
     twins = (_manager(case), _manager(case))
     plain = twins[0]._plain_decode_groups is not None

@@ -507,6 +507,12 @@ class BlockPool:
 
     def _remove_cached_block_hashes(self, block: KVCacheBlock) -> list[BlockHashWithGroupId]:
         """``_remove_cached_block_hashes`` (630-649)."""
+        if block.block_id not in self.cached_block_hashes_by_block:  # the usual case: one hash at most
+            key = block._block_hash
+            if key is None:
+                return []
+            block._block_hash = block._block_hash_num_tokens = None
+            return [key] if self.cached_block_hash_to_block.pop(key, block.block_id) is not None else []
         block_hashes: list[BlockHashWithGroupId] = []
         if block.block_hash is not None:
             block_hashes.append(block.block_hash)
@@ -544,29 +550,13 @@ class BlockPool:
         if num_blocks > self.get_num_free_blocks():
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         ret = self.free_block_queue.popleft_n(num_blocks)
-        if not self.enable_caching:
-            for block in ret:
-                assert block.ref_cnt == 0
-                block.ref_cnt = 1
-            return ret
+        caching = self.enable_caching
         by_block = self.cached_block_hashes_by_block
-        hash_map = self.cached_block_hash_to_block
-        cache = hash_map._cache
+        evict = self._remove_cached_block_hashes  # _maybe_evict_cached_block without its bool()
         for block in ret:
-            key = block._block_hash
-            if block.block_id in by_block:
-                self._maybe_evict_cached_block(block)
-            elif key is not None:
-                # _maybe_evict_cached_block of a block with its primary hash alone, the one block
-                # under that key: _remove_cached_block_hashes pops the key and resets the hash
-                if cache.get(key) is block:
-                    del cache[key]
-                    if hash_map.watched is not None and key[0] in hash_map.watched:
-                        hash_map.watched_changes += 1
-                    block._block_hash = block._block_hash_num_tokens = None
-                else:
-                    self._maybe_evict_cached_block(block)
-            # (a block without hashes: _maybe_evict_cached_block does nothing)
+            # _maybe_evict_cached_block of a block without hashes does nothing: skipped
+            if caching and (block._block_hash is not None or block.block_id in by_block):
+                evict(block)
             assert block.ref_cnt == 0
             block.ref_cnt = 1
         return ret

@@ -1141,57 +1141,40 @@ class KVCacheManager:
 
     @functools.cached_property
     def _plain_decode_groups(self) -> tuple[SingleTypeKVCacheManager, ...] | None:
-        """The groups, when every one is a ``FullAttentionManager`` itself (no subclass: nothing is
-        skipped, no block is masked out of caching, ``reachable_block_mask`` is None) whose partial
-        tail is never cached (its block size is the hash block size, or it does not cache); else
-        None. For these a decode step's ``allocate_slots`` is the row's growth and the full blocks'
-        caching alone (:meth:`decode_event`)."""
+        """The groups, when every one is a ``FullAttentionManager`` itself (no subclass: none skips a
+        token, none is cross attention); else None. For these a running decode's ``allocate_slots``
+        reduces to its groups' calls (:meth:`decode_event`)."""
         managers = self.coordinator.single_type_managers
-        pool = self.block_pool
-        if all(type(m) is FullAttentionManager
-               and (m.block_size == pool.hash_block_size or not (m.enable_caching and m._prefix_cacheable))
-               for m in managers):
-            return managers
-        return None
+        return managers if all(type(m) is FullAttentionManager for m in managers) else None
 
     def decode_event(self, request: Request, num_computed_tokens: int, lookahead_tokens: int = 0,
                      after_sampling: bool = False) -> int | None:
         """kvproof (decode runs): ``allocate_slots(request, 1, num_lookahead_tokens=L)`` of a running
         one-token decode at computed count ``c`` (``request.num_computed_tokens == c``, ``num_tokens
-        == c + 1``), then :meth:`decode_quiet_steps` from ``c + 1``; None when the blocks do not fit.
+        == c + 1``, nothing in flight), then :meth:`decode_quiet_steps` from ``c + 1``; None when
+        the blocks do not fit.
 
-        With :attr:`_plain_decode_groups` (and no partial-hit copy pending) the call is done here
-        without its generic arguments: per group, ``get_num_blocks_to_allocate`` of a running request
-        (``max(cdiv(min(c + 1 + L, max_model_len), block_size) - len(row), 0)``, 170-266), the free
-        check (548-588; no watermark for a running request), ``allocate_new_blocks`` (370-410) and
-        ``cache_blocks`` of the coordinator's ``get_num_cacheable_tokens(c + 1)`` tokens (352-375,
-        477-542). Otherwise the real ``allocate_slots``. ``tests/sim/test_decode_event.py`` checks
-        that the two leave the same rows, cache and free queue."""
+        With :attr:`_plain_decode_groups` the call is made of the calls it reduces to (548-627): no
+        hit blocks, no watermark and no admission gate for a running request, nothing skipped; each
+        group's ``get_num_blocks_to_allocate`` and the free check, each group's
+        ``allocate_new_blocks`` for ``min(c + 1 + L, max_model_len)`` tokens, then the coordinator's
+        ``cache_blocks`` of ``c + 1`` tokens. Otherwise the real ``allocate_slots``.
+        ``tests/sim/test_decode_event.py`` checks that the two leave the same rows, cache and free
+        queue."""
         groups = self._plain_decode_groups
-        request_id = request.request_id
-        if groups is None or any(request_id in m._partial_hit_reqs for m in groups):
+        if groups is None:
             if self.allocate_slots(request, 1, num_lookahead_tokens=lookahead_tokens) is None:
                 return None
             return self.decode_quiet_steps(request, num_computed_tokens + 1, lookahead_tokens, after_sampling)
+        request_id = request.request_id
         c = num_computed_tokens
         need = min(c + 1 + lookahead_tokens, self.max_model_len)
-        pool = self.block_pool
-        rows = [m.req_to_blocks[request_id] for m in groups]
-        growth = [max(-(-need // m.block_size) - len(row), 0) for m, row in zip(groups, rows)]
-        if sum(growth) > pool.get_num_free_blocks():
+        num_blocks = 0
+        for m in groups:
+            num_blocks += m.get_num_blocks_to_allocate(request_id, need, (), c, c, c + 1)
+        if num_blocks > self.block_pool.get_num_free_blocks():
             return None
-        coordinator = self.coordinator
-        hashed = len(request.block_hashes) * pool.hash_block_size
-        for m, row, k in zip(groups, rows, growth):
-            if k:
-                new_blocks = pool.get_new_blocks(k)
-                row.extend(new_blocks)
-                if m._record_new_block_ids:
-                    m.new_block_ids.extend(b.block_id for b in new_blocks)
-            if m.enable_caching and m._prefix_cacheable:
-                num_cached = m.num_cached_block.get(request_id, 0)
-                num_full = min(coordinator.get_num_cacheable_tokens(c + 1, m.kv_cache_group_id), hashed) // m.block_size
-                if num_cached < num_full:
-                    pool.cache_full_blocks(request, row, num_cached, num_full, m.block_size, m.kv_cache_group_id)
-                    m.num_cached_block[request_id] = num_full
+        for m in groups:
+            m.allocate_new_blocks(request_id, need, c + 1)
+        self.coordinator.cache_blocks(request, c + 1)
         return self.decode_quiet_steps(request, c + 1, lookahead_tokens, after_sampling)
